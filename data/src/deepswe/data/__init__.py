@@ -1,0 +1,1 @@
+"""deepswe.data: the Task type, dataset loaders, decontamination and swe-mini synthesis."""

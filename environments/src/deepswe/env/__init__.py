@@ -1,0 +1,1 @@
+"""deepswe.env: sandboxes, images, agent tools, the agent loop and the grader."""

@@ -1,0 +1,1 @@
+"""deepswe.eval: batch evaluation, SWE-bench-compatible grading, metrics and reports."""

@@ -1,0 +1,1 @@
+"""deepswe.train: GRPO++ algorithm, rollouts, trainer, engines and backends."""

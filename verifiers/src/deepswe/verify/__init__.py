@@ -1,0 +1,1 @@
+"""deepswe.verify: execution-free and execution-based verifiers and hybrid selection."""
