@@ -1,0 +1,123 @@
+"""Sandboxes: where a task's repository lives while a policy works on it and while it is graded.
+
+`Sandbox` is the Protocol every backend implements (docker.py, local.py beside this file); one
+conformance test module runs against all of them. Backends are looked up by name in BACKENDS
+(a full dotted path `module:Class` is accepted too) and imported only when chosen.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (not the command run in it). Ends an episode as infra_error."""
+
+
+class SandboxStartError(SandboxError):
+    """The sandbox could not be started (image missing, engine down, container exited at once)."""
+
+
+class SandboxDied(SandboxError):
+    """The sandbox went away under us (container killed, exec stream closed)."""
+
+
+class SandboxLimits(BaseModel):
+    """Limits on every sandbox: on by default, each configurable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpus: float = Field(1.0, gt=0, description="CPU cores the sandbox may use")
+    memory: str = Field("4g", description="memory limit, docker syntax (e.g. 512m, 4g)")
+    pids: int = Field(1024, gt=16, description="max processes: stops fork bombs")
+    network: bool = Field(False, description="network access; off unless a task asks for it")
+    command_timeout_s: float = Field(
+        90.0, gt=0, description="default wall-clock limit per command (DeepSWE: 90 s per action)"
+    )
+    max_output_bytes: int = Field(
+        1 << 20, gt=0, description="per stream; the rest is dropped with a marker"
+    )
+    start_timeout_s: float = Field(120.0, gt=0, description="how long starting may take")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a command did. `exit_code` is -9 when the sandbox killed it for its timeout."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+    seconds: float = 0.0
+
+    @property
+    def output(self) -> str:
+        """stdout then stderr, as one text (what a log wants)."""
+        return self.stdout + self.stderr
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A running, isolated place with a file system and a shell."""
+
+    id: str
+
+    def run(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run `cmd` with bash; kill its whole process group after `timeout` seconds."""
+        ...
+
+    def read_file(self, path: str) -> bytes:
+        """Read a file's bytes; FileNotFoundError if it is not there."""
+        ...
+
+    def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        """Write a file (parents created)."""
+        ...
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        """Copy a host file or folder to `dest` inside the sandbox."""
+        ...
+
+    def close(self) -> None:
+        """Release everything the sandbox holds. Safe to call twice."""
+        ...
+
+
+BACKENDS: dict[str, str] = {
+    "docker": "deepswe.env.sandbox.docker:DockerSandbox",
+    "local": "deepswe.env.sandbox.local:LocalSandbox",
+}
+
+
+def backend_class(name: str) -> type:
+    """The sandbox class for a registered name or a `module:Class` dotted path."""
+    target = BACKENDS.get(name, name)
+    if ":" not in target:
+        raise ValueError(f"unknown sandbox backend {name!r}; known: {sorted(BACKENDS)}")
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+__all__ = [
+    "BACKENDS",
+    "ExecResult",
+    "Sandbox",
+    "SandboxDied",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxStartError",
+    "backend_class",
+]

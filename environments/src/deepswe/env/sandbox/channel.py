@@ -1,0 +1,122 @@
+"""The host side of the sandbox helper protocol (server.py): one process, JSON lines both ways.
+
+Every backend starts server.py inside its sandbox over one stream and hands the stream's argv
+here; everything above the transport (run, read, write, timeouts, dead-sandbox detection) is
+shared.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import subprocess
+import threading
+from pathlib import Path
+
+from deepswe.env.sandbox import ExecResult, SandboxDied, SandboxError
+
+SERVER_SOURCE = Path(__file__).with_name("server.py")
+# Extra seconds the host waits past a command's own timeout before it calls the helper hung.
+REPLY_GRACE_S = 30.0
+
+
+class Channel:
+    """A running server.py, spoken to over its stdin/stdout. One request at a time."""
+
+    def __init__(self, argv: list[str], *, ready_timeout_s: float = 60.0) -> None:
+        self.argv = argv
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
+        self._replies: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.call({"op": "ping"}, wait_s=ready_timeout_s)
+
+    def _pump(self) -> None:
+        """Move answer lines to a queue, so a wait can time out; None marks end of stream."""
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._replies.put(line)
+        self._replies.put(None)
+
+    def call(self, request: dict, *, wait_s: float) -> dict:
+        """Send one request, return its answer; SandboxDied if the stream ends or stalls."""
+        with self._lock:
+            if self._proc.poll() is not None and self._replies.empty():
+                raise SandboxDied(self._death_note())
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write((json.dumps(request) + "\n").encode())
+                self._proc.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                raise SandboxDied(f"{self._death_note()} ({exc})") from exc
+            try:
+                line = self._replies.get(timeout=wait_s)
+            except queue.Empty:
+                self.close()
+                raise SandboxDied(f"sandbox helper gave no answer within {wait_s:.0f}s") from None
+            if line is None:
+                raise SandboxDied(self._death_note())
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            raise SandboxError(answer.get("error", "unknown sandbox helper error"))
+        return answer
+
+    def run(
+        self,
+        cmd: str,
+        *,
+        timeout: float,
+        cwd: str | None,
+        env: dict[str, str] | None,
+        max_output: int,
+    ) -> ExecResult:
+        req = {
+            "op": "run",
+            "cmd": cmd,
+            "timeout": timeout,
+            "cwd": cwd,
+            "env": env or {},
+            "max_output": max_output,
+        }
+        a = self.call(req, wait_s=timeout + REPLY_GRACE_S)
+        return ExecResult(
+            exit_code=a["exit_code"],
+            stdout=a["stdout"],
+            stderr=a["stderr"],
+            timed_out=a["timed_out"],
+            truncated=a["truncated"],
+            seconds=a["seconds"],
+        )
+
+    def read(self, path: str) -> bytes:
+        try:
+            a = self.call({"op": "read", "path": path}, wait_s=REPLY_GRACE_S)
+        except SandboxError as exc:
+            if str(exc).startswith(("FileNotFoundError", "IsADirectoryError")):
+                raise FileNotFoundError(path) from exc
+            raise
+        return base64.b64decode(a["data"])
+
+    def write(self, path: str, data: bytes, mode: int | None) -> None:
+        req = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
+        self.call(req, wait_s=REPLY_GRACE_S)
+
+    def _death_note(self) -> str:
+        code = self._proc.poll()
+        err = b""
+        if code is not None and self._proc.stderr is not None:
+            err = self._proc.stderr.read() or b""
+        tail = err.decode(errors="replace").strip()[-500:]
+        return f"sandbox helper stream closed (exit {code}){': ' + tail if tail else ''}"
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()

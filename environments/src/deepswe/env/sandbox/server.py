@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The helper that runs inside every sandbox: JSON lines in on stdin, JSON lines out on stdout.
+
+It is started once per sandbox over a single exec stream (`docker exec -i`, a Kubernetes exec
+stream, or a plain subprocess in unit tests), so a tool call is one message instead of a new
+`docker exec`, and Docker and Kubernetes share everything above the transport.
+
+Standard library only, Python 3.6+: it runs with whatever python3 a task image has.
+
+Requests (one JSON object a line, answered in order, one answer each):
+  {"op": "run", "cmd": str, "timeout": s, "cwd": str, "env": {..}, "max_output": bytes}
+  {"op": "read", "path": str, "max_bytes": int}      -> data (base64)
+  {"op": "write", "path": str, "data": base64, "mode": int}
+  {"op": "ping"}
+Answers: {"ok": true, ...} or {"ok": false, "error": str}.
+"""
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+TRUNCATION_MARKER = "\n[... output truncated: {dropped} more bytes dropped ...]\n"
+# After the command's own process exits, how long its pipes may stay open (held by children it
+# left behind) before the whole process group is killed.
+STRAGGLER_GRACE_S = 0.5
+
+
+class _Capped:
+    """Drains one pipe, keeping at most `limit` bytes and counting the rest."""
+
+    def __init__(self, pipe, limit):
+        self.pipe, self.limit = pipe, limit
+        self.kept, self.dropped = bytearray(), 0
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self):
+        while True:
+            try:
+                chunk = os.read(self.pipe.fileno(), 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            room = self.limit - len(self.kept)
+            if room > 0:
+                self.kept.extend(chunk[:room])
+            self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def text(self):
+        out = self.kept.decode("utf-8", errors="replace")
+        if self.dropped:
+            out += TRUNCATION_MARKER.format(dropped=self.dropped)
+        return out
+
+
+def _kill_group(pgid):
+    """SIGKILL every process of the group until none is left (a fork bomb keeps forking)."""
+    for _ in range(50):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return
+        time.sleep(0.02)
+
+
+def run(req):
+    timeout = float(req.get("timeout") or 90.0)
+    limit = int(req.get("max_output") or 1 << 20)
+    env = dict(os.environ)
+    env.update(req.get("env") or {})
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", req["cmd"]],
+            cwd=req.get("cwd") or None,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # own process group: a timeout kills everything it started
+        )
+    except OSError as exc:
+        return {"ok": False, "error": "could not start command: %s" % exc}
+    out, err = _Capped(proc.stdout, limit), _Capped(proc.stderr, limit)
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    # Kill what is left of the group: the command itself on timeout, or children it left behind
+    # that would hold the pipes open forever (`yes &`).
+    out.thread.join(0 if timed_out else STRAGGLER_GRACE_S)
+    _kill_group(proc.pid)
+    proc.wait()
+    out.thread.join(5)
+    err.thread.join(5)
+    return {
+        "ok": True,
+        "exit_code": proc.returncode if not timed_out else -9,
+        "stdout": out.text(),
+        "stderr": err.text(),
+        "timed_out": timed_out,
+        "truncated": bool(out.dropped or err.dropped),
+        "seconds": round(time.monotonic() - start, 4),
+    }
+
+
+def read(req):
+    with open(req["path"], "rb") as fh:
+        data = fh.read(int(req.get("max_bytes") or 64 << 20))
+    return {"ok": True, "data": base64.b64encode(data).decode("ascii")}
+
+
+def write(req):
+    path = req["path"]
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(base64.b64decode(req["data"]))
+    if req.get("mode") is not None:
+        os.chmod(path, int(req["mode"]))
+    return {"ok": True}
+
+
+OPS = {
+    "run": run,
+    "read": read,
+    "write": write,
+    "ping": lambda req: {"ok": True, "pid": os.getpid()},
+}
+
+
+def main():
+    # Our own stdout carries the protocol; nothing else may write to it.
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            answer = OPS[req["op"]](req)
+        except KeyError as exc:
+            answer = {"ok": False, "error": "bad request: missing or unknown %s" % exc}
+        except Exception as exc:  # answer every request; the host decides what is fatal
+            answer = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+        channel.write(json.dumps(answer) + "\n")
+        channel.flush()
+
+
+if __name__ == "__main__":
+    main()

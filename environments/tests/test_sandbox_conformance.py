@@ -1,0 +1,109 @@
+"""One conformance suite for every Sandbox backend, so backends cannot drift apart.
+
+The local backend runs server.py as a host subprocess; the docker one in a real container of the
+bookworm base image. Paths are under a per-test folder that exists in both.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from deepswe.env.sandbox import Sandbox, SandboxLimits, backend_class
+
+LIMITS = SandboxLimits(command_timeout_s=20, max_output_bytes=100_000, pids=256, memory="512m")
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def box(request, tmp_path):
+    if request.param == "docker":
+        image = request.getfixturevalue("base_image")
+        sb = backend_class("docker")(image, LIMITS, workdir="/")
+        root = f"/tmp/conf-{uuid.uuid4().hex[:8]}"
+    else:
+        sb = backend_class("local")(None, LIMITS)
+        root = str(tmp_path)
+    sb.run(f"mkdir -p {root}")
+    sb.root = root  # type: ignore[attr-defined]
+    yield sb
+    sb.close()
+
+
+def test_is_a_sandbox(box):
+    assert isinstance(box, Sandbox)
+
+
+def test_run_reports_exit_code_and_both_streams(box):
+    r = box.run("echo out; echo err >&2; exit 3")
+    assert (r.exit_code, r.stdout, r.stderr, r.timed_out) == (3, "out\n", "err\n", False)
+
+
+def test_run_honours_cwd_and_env(box):
+    r = box.run("pwd; echo $FOO", cwd=box.root, env={"FOO": "bar baz"})
+    assert r.stdout.split("\n")[:2] == [box.root, "bar baz"]
+
+
+def test_timeout_kills_the_whole_process_group(box):
+    pidfile = f"{box.root}/pid"
+    r = box.run(f"sleep 300 & echo $! > {pidfile}; wait", timeout=1)
+    assert r.timed_out and r.exit_code == -9
+    pid = box.read_file(pidfile).decode().strip()
+    # Gone, or a zombie waiting for its reaper (killed, no longer running).
+    alive = box.run(f"test -e /proc/{pid} && ! grep -q '^State:.*Z' /proc/{pid}/status")
+    assert alive.exit_code != 0, "the background child outlived the timeout"
+
+
+def test_children_left_behind_do_not_hold_the_call(box):
+    """A command that leaves a writer behind (`yes > /dev/null &`) still returns promptly."""
+    r = box.run("yes > /dev/null & echo started", timeout=15)
+    assert not r.timed_out and r.stdout == "started\n"
+
+
+def test_output_is_capped_with_a_marker(box):
+    r = box.run("head -c 300000 /dev/zero | tr '\\0' 'a'")
+    assert r.truncated and "output truncated: 200000 more bytes dropped" in r.stdout
+    assert r.stdout.startswith("a" * 100_000)
+
+
+def test_endless_output_ends_at_the_timeout(box):
+    r = box.run("yes", timeout=2)
+    assert r.timed_out and r.truncated
+    assert box.run("echo alive").stdout == "alive\n"
+
+
+def test_files_round_trip_bytes(box):
+    data = bytes(range(256)) * 10
+    box.write_file(f"{box.root}/sub/dir/blob.bin", data, mode=0o755)
+    assert box.read_file(f"{box.root}/sub/dir/blob.bin") == data
+    assert box.run(f"test -x {box.root}/sub/dir/blob.bin").exit_code == 0
+
+
+def test_reading_a_missing_file_is_file_not_found(box):
+    with pytest.raises(FileNotFoundError):
+        box.read_file(f"{box.root}/nope.txt")
+
+
+def test_copy_in_a_folder(box, tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "m.py").write_text("X = 1\n")
+    box.copy_in(src, f"{box.root}/copied")
+    assert box.read_file(f"{box.root}/copied/pkg/m.py") == b"X = 1\n"
+
+
+def test_close_twice_is_safe(box):
+    box.close()
+    box.close()
+
+
+def test_unknown_backend_is_named():
+    with pytest.raises(ValueError, match="unknown sandbox backend 'nope'"):
+        backend_class("nope")
+
+
+def test_local_backend_accepts_a_dotted_path(tmp_path: Path):
+    cls = backend_class("deepswe.env.sandbox.local:LocalSandbox")
+    with cls(None, LIMITS) as sb:
+        assert sb.run("echo hi").stdout == "hi\n"

@@ -1,0 +1,87 @@
+"""Hostile input against real Docker sandboxes: after each, the sandbox (or at least the host and
+the other sandboxes) is unaffected and the failure is reported for what it is."""
+
+from __future__ import annotations
+
+import subprocess
+
+import docker
+import pytest
+
+from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError
+from deepswe.env.sandbox.docker import LABEL, DockerSandbox, client, gc
+
+pytestmark = pytest.mark.docker
+LIMITS = SandboxLimits(command_timeout_s=30, pids=200, memory="256m", cpus=1.0)
+
+
+@pytest.fixture
+def box(base_image):
+    with DockerSandbox(base_image, LIMITS, workdir="/") as sb:
+        yield sb
+
+
+def test_fork_bomb_is_contained(box, base_image):
+    with DockerSandbox(base_image, LIMITS, workdir="/") as neighbour:
+        box.run(":(){ :|:& };:", timeout=5)
+        # The call returned and took the whole bomb with it: only init, sleep, the helper, ps.
+        procs = box.run("ps -e --no-headers | wc -l", timeout=10)
+        assert int(procs.stdout) < 10, procs
+        assert neighbour.run("echo fine").stdout == "fine\n"
+    assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+
+
+def test_no_network_by_default(box):
+    assert box.run("ls /sys/class/net").stdout.split() == ["lo"]
+    r = box.run(
+        "python3 -c \"import urllib.request; urllib.request.urlopen('http://deb.debian.org', timeout=5)\"",
+        timeout=20,
+    )
+    assert r.exit_code != 0
+
+
+def test_memory_hog_is_killed_not_the_sandbox(box):
+    r = box.run("python3 -c 'b = bytearray(1024 * 1024 * 1024)'", timeout=30)
+    assert r.exit_code != 0
+    assert box.run("echo alive").stdout == "alive\n"
+
+
+def test_sleeping_forever_ends_at_the_timeout(box):
+    r = box.run("sleep 100000", timeout=2)
+    assert r.timed_out
+    assert "sleep 100000" not in box.run("ps -eo args").stdout
+
+
+def test_killed_from_outside_raises_sandbox_died(box):
+    client().containers.get(box.id).kill()
+    with pytest.raises(SandboxDied):
+        box.run("echo hi", timeout=5)
+
+
+def test_missing_image_is_a_start_error():
+    with pytest.raises(SandboxStartError, match="not on this engine"):
+        DockerSandbox("deepswe/no-such-image:never", LIMITS)
+
+
+def test_close_removes_the_container(base_image):
+    sb = DockerSandbox(base_image, LIMITS)
+    name = sb.id
+    sb.close()
+    with pytest.raises(docker.errors.NotFound):
+        client().containers.get(name)
+
+
+def test_gc_removes_leftovers_of_dead_owners_only(box, base_image):
+    orphan = client().containers.run(
+        base_image,
+        ["sleep", "infinity"],
+        detach=True,
+        labels={
+            LABEL: "1",
+            "deepswe.host": __import__("socket").gethostname(),
+            "deepswe.owner-pid": "999999999",
+        },
+    )
+    removed = gc()
+    assert orphan.name in removed
+    assert box.run("echo still here").stdout == "still here\n"
