@@ -1,0 +1,114 @@
+"""The `Task` type every subproject codes against.
+
+A Task is one repository-level bug to fix: where the code lives (a prebuilt image or an
+`EnvironmentSpec` to build one from source), what the policy is told (`problem_statement`),
+and how the fix is graded (`test_spec` + `hidden`). Everything under `hidden`, plus
+`gold_patch`, is grading material and never reaches a policy: a policy gets `Task.public()`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TaskSource(str, Enum):
+    """Which dataset a task came from (kept for reports; nothing downstream branches on it)."""
+
+    SWE_BENCH_VERIFIED = "swe-bench-verified"
+    R2E_GYM = "r2e-gym"
+    SWE_MINI = "swe-mini"
+    CUSTOM = "custom"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EnvironmentSpec(_Frozen):
+    """How to build the task's image from source (swe-mini and custom tasks)."""
+
+    base: Literal["bookworm", "bullseye"] = "bookworm"
+    """Base image: a Debian suite (bookworm ships Python 3.11, bullseye Python 3.9)."""
+    source: str
+    """Local git repository path or git URL."""
+    pip: list[str] = []
+    """pip requirement strings, installed from host-downloaded wheels."""
+    install: list[str] = []
+    """Shell commands run in /testbed after the pip step."""
+    test_cmd: str = "python -m pytest -rA"
+    log_parser: str = "pytest"
+
+
+class TestSpec(_Frozen):
+    """How to run and read the hidden tests."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    command: str
+    """Shell command run in /testbed, e.g. "python -m pytest -rA tests/test_x.py". Empty for
+    SWE-bench tasks: the evaluation harness fills it from SWE-bench's own specs."""
+    log_parser: str
+    """"pytest" | "r2e-gym" | "swebench": a name looked up in the parser registry."""
+    timeout_s: float = Field(default=300.0, gt=0)
+    """Wall-clock limit for one test run, in seconds."""
+
+
+class HiddenTests(_Frozen):
+    """Grading material. NEVER shown to a policy."""
+
+    fail_to_pass: list[str] = []
+    """Tests that fail before the fix and must pass after it."""
+    pass_to_pass: list[str] = []
+    """Tests that pass before the fix and must keep passing."""
+    test_patch: str = ""
+    """Unified diff adding/changing test files; applied only at grading."""
+    expected_statuses: dict[str, str] | None = None
+    """R2E-Gym: expected_output_json (test name -> "PASSED"/"FAILED"/...), keys exactly as in
+    the dataset (they may hold ANSI colour codes; grading strips them)."""
+    test_files: dict[str, str] = {}
+    """R2E-Gym: the hidden test files its images ship under /r2e_tests (file name -> source),
+    from execution_result_content. Empty for other sources."""
+
+
+class PublicTask(_Frozen):
+    """What a policy may see of a task."""
+
+    instance_id: str
+    repo: str
+    problem_statement: str
+
+
+class Task(_Frozen):
+    """One executable software-engineering task."""
+
+    instance_id: str = Field(min_length=1)
+    repo: str
+    """"owner/name" where the source names the owner; R2E-Gym rows without a known owner keep
+    their bare name."""
+    base_commit: str
+    """The commit the policy starts from (a SHA, or a git revision such as "<sha>^")."""
+    problem_statement: str
+    source: TaskSource
+    image: str | None = None
+    """A prebuilt image name (SWE-bench, R2E-Gym), or None when built from `environment`."""
+    environment: EnvironmentSpec | None = None
+    test_spec: TestSpec
+    hidden: HiddenTests
+    gold_patch: str | None = None
+    """Reference fix as a unified diff (non-test files only)."""
+    version: str | None = None
+    """SWE-bench's version field (selects the harness's install/test specs)."""
+    environment_setup_commit: str | None = None
+    metadata: dict[str, str] = {}
+    """Free-form strings kept from the source row (e.g. created_at)."""
+
+    def public(self) -> PublicTask:
+        """The policy's view: id, repository and problem statement only."""
+        return PublicTask(
+            instance_id=self.instance_id,
+            repo=self.repo,
+            problem_statement=self.problem_statement,
+        )
