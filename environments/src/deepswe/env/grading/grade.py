@@ -1,0 +1,126 @@
+"""`grade`: a pure function of (task, test log) -> GradeResult. Containers only make the log.
+
+Stages: harness outcomes (infra error, patch apply failure, timeout) -> pick the test-output
+section -> parse it -> judge it by the task's rule:
+- R2E-Gym tasks (`hidden.expected_statuses` set): every expected test has exactly its
+  expected status and the log holds no other recorded test (R2E-Gym's `_calculate_reward`);
+- parser "swebench": SWE-bench's own verdict (`get_resolution_status == RESOLVED_FULL`);
+- otherwise: every FAIL_TO_PASS and PASS_TO_PASS test is PASSED or XFAIL (SWE-bench's
+  `test_passed`); a missing or SKIPPED test fails it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deepswe.env.grading import markers
+from deepswe.env.grading.outcomes import PASSING, GradeResult, Outcome, TestStatus
+from deepswe.env.grading.parsers import get_parser
+
+if TYPE_CHECKING:
+    from deepswe.data.task import Task
+
+
+def _harness_outcome(
+    harness: str, apply_ok: bool, timed_out: bool, infra_error: bool
+) -> tuple[Outcome, str] | None:
+    if infra_error:
+        return Outcome.INFRA_ERROR, "the sandbox reported an infrastructure failure"
+    for marker in (markers.INFRA_ERROR, markers.RESET_FAILED):
+        if markers.has_marker(harness, marker):
+            return Outcome.INFRA_ERROR, f"log carries the harness marker {marker!r}"
+    if not apply_ok or markers.has_marker(harness, markers.APPLY_PATCH_FAIL):
+        return Outcome.PATCH_APPLY_FAILED, "the patch did not apply"
+    if timed_out or markers.has_marker(harness, markers.TESTS_TIMEOUT):
+        return Outcome.TEST_TIMEOUT, "the test run timed out"
+    return None
+
+
+def _judge_expected(task: Task, parser: str, statuses: dict[str, TestStatus]) -> GradeResult:
+    from deepswe.env.grading.parsers.r2e_gym import expected_statuses
+
+    expected = expected_statuses(task)
+    missing = [t for t in expected if t not in statuses]
+    mismatched = [t for t in expected if t in statuses and statuses[t] != expected[t]]
+    unexpected = [t for t in statuses if t not in expected]
+    ok = bool(expected) and not (missing or mismatched or unexpected)
+    if ok:
+        reason = f"all {len(expected)} expected statuses matched"
+    elif not expected:
+        reason = "task lists no expected statuses"
+    elif not statuses:
+        reason = f"no tests found in the log; {len(expected)} expected"
+    else:
+        reason = (
+            f"{len(mismatched)} mismatched, {len(missing)} missing, "
+            f"{len(unexpected)} unexpected of {len(expected)} expected"
+        )
+    return GradeResult(
+        outcome=Outcome.RESOLVED if ok else Outcome.UNRESOLVED,
+        parser=parser,
+        reason=reason,
+        statuses=statuses,
+        missing=missing,
+        mismatched=mismatched,
+        unexpected=unexpected,
+    )
+
+
+def _judge_f2p_p2p(task: Task, parser: str, statuses: dict[str, TestStatus]) -> GradeResult:
+    f2p, p2p = task.hidden.fail_to_pass, task.hidden.pass_to_pass
+    f2p_failed = [t for t in f2p if statuses.get(t) not in PASSING]
+    p2p_failed = [t for t in p2p if statuses.get(t) not in PASSING]
+    missing = [t for t in [*f2p, *p2p] if t not in statuses]
+    if parser == "swebench":
+        from deepswe.env.grading.parsers.swebench_lib import resolved
+
+        ok = resolved(statuses, task)
+        rule = "swebench"
+    else:
+        ok = bool(f2p or p2p) and not (f2p_failed or p2p_failed)
+        rule = "F2P+P2P"
+    total = len(f2p) + len(p2p)
+    if ok:
+        reason = f"{rule}: all {total} listed tests pass"
+    elif not total:
+        reason = "task lists no FAIL_TO_PASS or PASS_TO_PASS tests"
+    elif not statuses:
+        reason = f"no tests found in the log; {total} listed"
+    else:
+        reason = (
+            f"{rule}: {len(f2p_failed)}/{len(f2p)} FAIL_TO_PASS and "
+            f"{len(p2p_failed)}/{len(p2p)} PASS_TO_PASS not passing ({len(missing)} missing)"
+        )
+    return GradeResult(
+        outcome=Outcome.RESOLVED if ok else Outcome.UNRESOLVED,
+        parser=parser,
+        reason=reason,
+        statuses=statuses,
+        f2p_failed=f2p_failed,
+        p2p_failed=p2p_failed,
+        missing=missing,
+    )
+
+
+def grade(
+    task: Task,
+    log: str,
+    *,
+    apply_ok: bool = True,
+    timed_out: bool = False,
+    infra_error: bool = False,
+) -> GradeResult:
+    """Grade one episode from the log of its hidden-test run.
+
+    `apply_ok`, `timed_out` and `infra_error` are what the sandbox saw; the same facts are
+    also read from marker lines in the log (see `markers`), outside the test-output section.
+    """
+    parser = task.test_spec.log_parser
+    harness_text, test_output = markers.split_log(log)
+    harness = _harness_outcome(harness_text, apply_ok, timed_out, infra_error)
+    if harness is not None:
+        return GradeResult(outcome=harness[0], parser=parser, reason=harness[1])
+    statuses = get_parser(parser)(test_output, task)
+    if task.hidden.expected_statuses is not None:
+        return _judge_expected(task, parser, statuses)
+    return _judge_f2p_p2p(task, parser, statuses)

@@ -1,0 +1,55 @@
+"""Marker lines that scripts run in a sandbox print into the test log, and `grade` reads.
+
+Where SWE-bench has a marker for the same event we use its exact text
+(swebench 4.1.0, swebench/harness/constants/__init__.py), so logs stay readable by its tools.
+"""
+
+from __future__ import annotations
+
+import re
+
+# SWE-bench's markers (swebench.harness.constants: APPLY_PATCH_PASS, APPLY_PATCH_FAIL, ...).
+APPLY_PATCH_PASS = ">>>>> Applied Patch"
+APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
+RESET_FAILED = ">>>>> Reset Failed"
+TESTS_TIMEOUT = ">>>>> Tests Timed Out"
+START_TEST_OUTPUT = ">>>>> Start Test Output"
+END_TEST_OUTPUT = ">>>>> End Test Output"
+
+# Ours: the sandbox writes this line when the harness itself failed (container died, image
+# missing, exec stream lost). SWE-bench has no such marker; the prefix matches its style.
+INFRA_ERROR = ">>>>> Harness Infra Error"
+
+# Every CSI escape sequence (colours, cursor moves) and carriage returns: test runners
+# colour their output when they think they have a terminal.
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\r")
+
+
+def strip_ansi(text: str) -> str:
+    """`text` without ANSI escape sequences and carriage returns."""
+    return _ANSI_RE.sub("", text)
+
+
+def has_marker(log: str, marker: str) -> bool:
+    """True when some line of `log`, uncoloured and stripped, starts with `marker`.
+
+    Whole-line matching (not substring) so that a marker quoted inside other output, e.g. in
+    an assertion message, does not count.
+    """
+    return any(line.strip().startswith(marker) for line in strip_ansi(log).splitlines())
+
+
+def split_log(log: str) -> tuple[str, str]:
+    """`(harness_text, test_output)` of a log.
+
+    The test output runs from the first START to the last END marker (SWE-bench's
+    `get_logs_eval` parses the same section, ending at the first END). Harness markers are
+    looked for only in the rest: the code under test controls what it prints inside the
+    section and must not be able to fake an infrastructure error. A log without both
+    markers is all test output and all harness text.
+    """
+    start = log.find(START_TEST_OUTPUT)
+    end = log.rfind(END_TEST_OUTPUT)
+    if start == -1 or end < start:
+        return log, log
+    return log[:start] + log[end:], log[start + len(START_TEST_OUTPUT) : end]

@@ -1,0 +1,81 @@
+"""Typed results of grading one episode: the outcome, per-test statuses and the reward."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+
+class Outcome(str, Enum):
+    """Why an episode got the reward it got. Only RESOLVED earns reward 1.0.
+
+    Infrastructure failures are their own outcome (CONVENTIONS.md: outcomes are honest), so
+    a trainer can drop them instead of learning from a silent 0.
+    """
+
+    RESOLVED = "resolved"
+    UNRESOLVED = "unresolved"
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    TEST_TIMEOUT = "test_timeout"
+    INFRA_ERROR = "infra_error"
+
+
+class TestStatus(str, Enum):
+    """Status of one test as read from a log.
+
+    The first five values and their spelling are SWE-bench's `TestStatus`
+    (swebench.harness.constants); XPASS is pytest's "unexpectedly passed", which SWE-bench
+    drops. Values are the words pytest prints in its `-rA` short test summary.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    ERROR = "ERROR"
+    XFAIL = "XFAIL"
+    XPASS = "XPASS"
+
+
+# SWE-bench's `test_passed`: a listed test counts as passing iff PASSED or XFAIL.
+PASSING: frozenset[TestStatus] = frozenset({TestStatus.PASSED, TestStatus.XFAIL})
+
+
+class GradeResult(BaseModel):
+    """The verdict on one episode. `reward` is derived from `outcome`, never set by hand."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: Outcome
+    parser: str = Field(description="registry name (or dotted path) of the log parser used")
+    reason: str = Field(description="one short line saying why this outcome")
+    statuses: dict[str, TestStatus] = Field(
+        default_factory=dict, description="every test found in the log -> its status"
+    )
+    f2p_failed: list[str] = Field(
+        default_factory=list, description="FAIL_TO_PASS tests not passing (incl. missing)"
+    )
+    p2p_failed: list[str] = Field(
+        default_factory=list, description="PASS_TO_PASS tests not passing (incl. missing)"
+    )
+    missing: list[str] = Field(default_factory=list, description="graded tests absent from the log")
+    mismatched: list[str] = Field(
+        default_factory=list,
+        description="R2E-Gym rule: expected tests found with a status other than expected",
+    )
+    unexpected: list[str] = Field(
+        default_factory=list,
+        description="R2E-Gym rule: tests in the log that the expected statuses do not list",
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def reward(self) -> float:
+        """1.0 exactly when RESOLVED, else 0.0 (binary outcome reward, DeepSWE/R2E-Gym)."""
+        return 1.0 if self.outcome is Outcome.RESOLVED else 0.0
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome is Outcome.RESOLVED
