@@ -88,7 +88,18 @@ def run(req):
             start_new_session=True,  # own process group: a timeout kills everything it started
         )
     except OSError as exc:
-        return {"ok": False, "error": "could not start command: %s" % exc}
+        # The command could not start (its cwd was deleted, no pids left): the command
+        # failed, not the sandbox. Reported like a shell that cannot execute: status 126.
+        msg = "could not start command in %s: %s\n" % (req.get("cwd") or ".", exc)
+        return {
+            "ok": True,
+            "exit_code": 126,
+            "stdout": "",
+            "stderr": msg,
+            "timed_out": False,
+            "truncated": False,
+            "seconds": round(time.monotonic() - start, 4),
+        }
     out, err = _Capped(proc.stdout, limit), _Capped(proc.stderr, limit)
     timed_out = False
     try:
