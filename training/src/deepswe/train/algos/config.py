@@ -1,0 +1,136 @@
+"""GRPOConfig: every knob of the GRPO++ update, defaulting to the DeepSWE recipe.
+
+Sources: the DeepSWE blog post (Agentica / Together AI, 2025, section "GRPO++") and rLLM's recipe
+scripts examples/swe/train_deepswe_8b.sh and train_deepswe_32b_eager.sh (agentica-project/rllm;
+their verl overrides are quoted in the field descriptions). One knowing difference: those scripts
+set loss_agg_mode=seq-mean-token-sum, i.e. no divisor; the blog's length normalization divides by
+the max response length. The two differ by the constant factor 1/32768 only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from deepswe.train.algos.filtering import DEFAULT_MASK_ENDINGS, check_mask_endings
+from deepswe.train.algos.kl import KL_ESTIMATORS
+from deepswe.train.algos.registry import ADVANTAGE_ESTIMATORS
+
+
+class GRPOConfig(BaseModel):
+    """Algorithm settings of one training run; unknown keys are rejected by name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    adv_estimator: str = Field(
+        "loo",
+        description="advantage estimator: a registered name (loo, grpo) or 'module:function'. "
+        "DeepSWE: leave-one-out (blog 'Leave One Out'; rLLM algorithm.adv_estimator=rloo)",
+    )
+    grpo_eps: float = Field(1e-6, gt=0, description="std epsilon of 'grpo' only (verl default)")
+    eps_low: float = Field(
+        0.2, ge=0, lt=1, description="lower clip: r >= 1 - eps_low (verl clip_ratio default 0.2)"
+    )
+    eps_high: float = Field(
+        0.28,
+        ge=0,
+        description="upper clip: r <= 1 + eps_high; DAPO clip-higher (rLLM clip_ratio_high=0.28)",
+    )
+    loss_agg: Literal["seq-sum-constant", "token-mean", "seq-mean-token-mean"] = Field(
+        "seq-sum-constant",
+        description="loss aggregation; DeepSWE 'length normalization' = Dr. GRPO: token sums "
+        "divided by a constant, mean over trajectories",
+    )
+    loss_constant: int = Field(
+        32768,
+        gt=0,
+        description="divisor of seq-sum-constant, in tokens: the max response length "
+        "(rLLM data.max_response_length=32768)",
+    )
+    kl_coef: float = Field(
+        0.0,
+        ge=0,
+        description="KL-to-reference coefficient; 0 loads no reference model. DeepSWE removes "
+        "the KL loss (blog; rLLM actor.use_kl_loss=False)",
+    )
+    kl_estimator: str = Field(
+        "low_var_kl", description="KL estimator if kl_coef > 0 (rLLM kl_loss_type=low_var_kl)"
+    )
+    entropy_coef: float = Field(
+        0.0, ge=0, description="entropy bonus; DeepSWE removes it (rLLM actor.entropy_coeff=0.0)"
+    )
+    mask_endings: frozenset[str] = Field(
+        DEFAULT_MASK_ENDINGS,
+        description="episode endings masked by compact filtering (DeepSWE: max_context, "
+        "max_steps, timeout); infra_error rows are always dropped",
+    )
+    drop_endings: frozenset[str] = Field(
+        frozenset(),
+        description="endings dropped from the batch like infra_error (not in the reference). "
+        "Set to [agent_error] when agent_error means the inference endpoint failed",
+    )
+    keep_masked_in_baseline: bool = Field(
+        True,
+        description="masked rows still count in their group's baseline (rLLM computes "
+        "advantages before removing compact-filtered episodes; its overlong_filter keeps "
+        "masked rows in the batch with reward 0)",
+    )
+
+    @field_validator("adv_estimator")
+    @classmethod
+    def _known_estimator(cls, v: str) -> str:
+        if v not in ADVANTAGE_ESTIMATORS and ":" not in v:
+            raise ValueError(
+                f"unknown {v!r}; known: {sorted(ADVANTAGE_ESTIMATORS)} or 'module:function'"
+            )
+        return v
+
+    @field_validator("kl_estimator")
+    @classmethod
+    def _known_kl(cls, v: str) -> str:
+        if v not in KL_ESTIMATORS:
+            raise ValueError(f"unknown {v!r}; known: {list(KL_ESTIMATORS)}")
+        return v
+
+    @field_validator("mask_endings", mode="before")
+    @classmethod
+    def _maskable(cls, v: Any) -> frozenset[str]:
+        if isinstance(v, str):
+            raise ValueError("give a list of ending names, not one string")
+        return check_mask_endings(v)
+
+    @field_validator("drop_endings", mode="before")
+    @classmethod
+    def _droppable(cls, v: Any) -> frozenset[str]:
+        if isinstance(v, str):
+            raise ValueError("give a list of ending names, not one string")
+        return check_mask_endings(v, "drop")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GRPOConfig:
+        both = self.mask_endings & self.drop_endings
+        if both:
+            raise ValueError(f"endings both masked and dropped: {sorted(both)}")
+        if self.eps_high < self.eps_low:
+            # Not wrong in PPO terms, but the inverse of clip-higher: almost surely a typo.
+            raise ValueError(f"eps_high ({self.eps_high}) < eps_low ({self.eps_low})")
+        return self
+
+    @property
+    def needs_reference_model(self) -> bool:
+        """Whether the trainer must keep a frozen reference policy (only for a KL term)."""
+        return self.kl_coef > 0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "GRPOConfig") -> GRPOConfig:
+        """Validate `data`; errors name `where` and each offending key."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            lines = []
+            for err in e.errors():
+                key = ".".join(str(p) for p in err["loc"]) or "<root>"
+                msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+                lines.append(f"{where}.{key}: {msg}")
+            raise ValueError("invalid GRPO config:\n  " + "\n  ".join(lines)) from None
