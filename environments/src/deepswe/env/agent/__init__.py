@@ -1,0 +1,1 @@
+"""The DeepSWE agent's text interface: prompts (`prompts`) and reply parsing (`parser`)."""
