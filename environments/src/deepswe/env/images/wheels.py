@@ -1,0 +1,171 @@
+"""Wheels for offline sandboxes: download on the host for the image's Python, install inside.
+
+Sandboxes have no network by design, so a task's Python dependencies are fetched on the host
+with `pip download` for the *target* interpreter (cp39 on bullseye, cp311 on bookworm) and
+platform, cached per requirement set, then copied into the container and installed with
+`pip install --no-index --find-links /wheels`.
+
+A requirement with no wheel at all falls back to its sdist, built into a wheel on the host
+with `pip wheel`. That is only correct for pure-Python projects (the host's interpreter is
+not the target's), so a fallback that yields anything but a `py3-none-any`-style wheel is
+refused with an error naming the package.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from deepswe.env.images.recipe import SUITES, cache_root, debian_arch
+
+PIP_TIMEOUT_S = 900
+MAX_SDIST_FALLBACKS = 20
+_NO_DIST = re.compile(r"No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)")
+_PURE_TAG = re.compile(r"-py[23][0-9]*(\.py[23][0-9]*)?-none-any\.whl$")
+
+
+class WheelDownloadError(RuntimeError):
+    """pip could not provide wheels for the target; the message carries pip's own output."""
+
+
+def manylinux_platforms(python_version: str, arch: str | None = None) -> list[str]:
+    """Platform tags whose wheels run on the suite shipping this Python, newest first.
+
+    pip does not expand `manylinux_2_X` to older glibc versions by itself (it only expands
+    manylinux2014 -> 2010 -> 1), so every tag from the suite's glibc down to 2.17 is listed.
+    """
+    glibc = next((s.glibc for s in SUITES.values() if s.python == python_version), None)
+    if glibc is None:
+        known = sorted({s.python for s in SUITES.values()})
+        raise ValueError(f"no base image runs python {python_version!r}; known: {known}")
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch or debian_arch(), arch)
+    tags = [f"manylinux_2_{minor}_{machine}" for minor in range(glibc[1], 16, -1)]
+    return [*tags, f"manylinux2014_{machine}"]
+
+
+def download_wheels(
+    requirements: Sequence[str],
+    dest: Path,
+    python_version: str,
+    platforms: Sequence[str] | None = None,
+) -> list[Path]:
+    """Put wheels for `requirements` and all their dependencies into `dest`; return them.
+
+    python_version: "3.11" or "3.9" (the base image's). platforms: pip platform tags,
+    default manylinux_platforms(python_version) for this host's architecture. Results are
+    cached under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a cache hit runs no pip.
+    """
+    platforms = list(platforms or manylinux_platforms(python_version))
+    key = json.dumps([sorted(requirements), python_version, platforms]).encode()
+    cached = cache_root() / "wheels" / hashlib.sha256(key).hexdigest()[:16]
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with (cached.parent / f"{cached.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two processes filling one cache entry would race
+        if not (cached / ".complete").exists():
+            _fill(cached, list(requirements), python_version, platforms)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for wheel in sorted(cached.glob("*.whl")):
+        shutil.copy2(wheel, dest / wheel.name)
+        out.append(dest / wheel.name)
+    return out
+
+
+def _fill(cached: Path, requirements: list[str], python_version: str, platforms: list[str]):
+    staging = cached.with_name(cached.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    built: set[str] = set()
+    while True:
+        res = _pip_download(requirements, staging, python_version, platforms)
+        if res.returncode == 0:
+            break
+        missing = _NO_DIST.search(res.stdout + res.stderr)
+        if (
+            missing is None
+            or missing.group(1).lower() in built
+            or len(built) >= MAX_SDIST_FALLBACKS
+        ):
+            raise WheelDownloadError(f"pip download failed:\n{_tail(res)}")
+        # No wheel for the target: build one from the sdist on the host, then retry with
+        # staging as a find-links source so the resolver sees it (and pulls its deps).
+        name = missing.group(1)
+        _build_pure_wheel(name, requirements, staging)
+        built.add(name.lower())
+    (staging / ".complete").write_text("\n".join(sorted(p.name for p in staging.glob("*.whl"))))
+    shutil.rmtree(cached, ignore_errors=True)
+    staging.rename(cached)
+
+
+def _pip_download(requirements, dest: Path, python_version: str, platforms: list[str]):
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
+    cmd += ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
+    for tag in platforms:
+        cmd += ["--platform", tag]
+    # find-links on dest: fallback wheels built in earlier rounds satisfy the resolver.
+    cmd += ["--dest", str(dest), "--find-links", str(dest), *requirements]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+
+
+def _build_pure_wheel(name: str, requirements: list[str], dest: Path) -> None:
+    """`pip wheel --no-deps` the sdist of `name` (pinned as in requirements) into dest."""
+    wanted = _matching_requirement(name, requirements) or name
+    with _TempDir(dest / f".build-{name}") as tmp:
+        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", name]
+        cmd += ["--wheel-dir", str(tmp), wanted]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        if res.returncode != 0:
+            raise WheelDownloadError(
+                f"no wheel for {name}, and its sdist did not build:\n{_tail(res)}"
+            )
+        for wheel in tmp.glob("*.whl"):
+            if not _PURE_TAG.search(wheel.name):
+                raise WheelDownloadError(
+                    f"{name} has no wheel for the target and is not pure Python ({wheel.name}); "
+                    "it would need a compiler for the target interpreter"
+                )
+            shutil.move(str(wheel), dest / wheel.name)
+
+
+def _matching_requirement(name: str, requirements: list[str]) -> str | None:
+    norm = re.sub(r"[-_.]+", "-", name).lower()
+    for req in requirements:
+        head = re.split(r"[\s<>=!~;\[@]", req, maxsplit=1)[0]
+        if re.sub(r"[-_.]+", "-", head).lower() == norm:
+            return req
+    return None
+
+
+class _TempDir:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> Path:
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.mkdir(parents=True)
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _tail(res: subprocess.CompletedProcess, lines: int = 25) -> str:
+    return "\n".join((res.stdout + res.stderr).splitlines()[-lines:])
+
+
+def pip_install_command(requirements: Sequence[str], wheel_dir: str = "/wheels") -> str:
+    """The shell command that installs `requirements` from wheel_dir inside a base image.
+
+    `python` is /opt/venv's interpreter there (first on PATH), so no --break-system-packages
+    is needed and `python -m pytest` later sees what this installed.
+    """
+    args = ["python", "-m", "pip", "install", "--no-index", "--find-links", wheel_dir]
+    return shlex.join([*args, *requirements])

@@ -1,0 +1,149 @@
+"""Wheels for offline sandboxes: pip download for the image's Python, install with no network.
+
+Downloads go through the host's pip configuration (its constraint file and find-links
+included), to PyPI or its local mirror; the install tests need the Docker engine.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import textwrap
+from pathlib import Path
+
+import docker
+import pytest
+
+from deepswe.env.images import (
+    WheelDownloadError,
+    download_wheels,
+    ensure_base_image,
+    manylinux_platforms,
+    pip_install_command,
+    python_version,
+)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEEPSWE_CACHE", str(tmp_path / "cache"))
+
+
+def test_platforms_cover_the_suites_glibc_down_to_manylinux2014():
+    tags = manylinux_platforms("3.9", arch="amd64")
+    assert tags[0] == "manylinux_2_31_x86_64"  # bullseye's glibc
+    assert tags[-2:] == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+    assert "manylinux_2_32_x86_64" not in tags  # would not load on glibc 2.31
+    assert manylinux_platforms("3.11", arch="arm64")[0] == "manylinux_2_36_aarch64"
+    with pytest.raises(ValueError, match="no base image runs python '3.12'"):
+        manylinux_platforms("3.12")
+
+
+def test_install_command_uses_the_venv_python_offline():
+    cmd = pip_install_command(["pyyaml==6.0.2", "pkg with space"])
+    assert cmd == (
+        "python -m pip install --no-index --find-links /wheels pyyaml==6.0.2 'pkg with space'"
+    )
+
+
+@pytest.mark.parametrize("py", ["3.9", "3.11"])
+def test_download_targets_another_python_despite_host_pip_config(tmp_path, py):
+    """The host pip config sets a constraint file and find-links; cross-version download
+    must still give cp39 wheels on a 3.11 host."""
+    wheels = download_wheels(["iniconfig", "pyyaml"], tmp_path / "w", py)
+    names = sorted(w.name for w in wheels)
+    assert len(names) == 2 and all(w.exists() for w in wheels)
+    assert names[0].startswith("iniconfig-") and names[0].endswith("-py3-none-any.whl")
+    cp = "cp" + py.replace(".", "")
+    assert names[1].startswith("pyyaml-") and f"-{cp}-{cp}-" in names[1] and "x86_64" in names[1]
+
+
+def test_second_download_is_served_from_the_cache(tmp_path, monkeypatch):
+    first = download_wheels(["iniconfig"], tmp_path / "a", "3.11")
+    monkeypatch.setenv("PATH", "")  # any pip run now would fail: it must not happen
+    monkeypatch.setattr("deepswe.env.images.wheels.sys.executable", "/nonexistent/python")
+    second = download_wheels(["iniconfig"], tmp_path / "b", "3.11")
+    assert [w.name for w in second] == [w.name for w in first]
+
+
+def _sdist(folder: Path, name: str, setup_py: str) -> None:
+    """Write name-1.0.tar.gz, an sdist with only a setup.py and one module."""
+    files = {
+        "setup.py": textwrap.dedent(setup_py),
+        f"{name.replace('-', '_')}.py": "VALUE = 42\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+    }
+    with tarfile.open(folder / f"{name}-1.0.tar.gz", "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-1.0/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_sdist_only_pure_package_is_built_and_its_deps_resolved(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    _sdist(
+        src,
+        "deepswe-fixture-pure",
+        """\
+        from setuptools import setup
+        setup(name="deepswe-fixture-pure", version="1.0", py_modules=["deepswe_fixture_pure"],
+              install_requires=["iniconfig"])
+        """,
+    )
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{src} /opt/wheels")
+    wheels = download_wheels(["deepswe-fixture-pure==1.0"], tmp_path / "w", "3.9")
+    names = sorted(w.name for w in wheels)
+    assert names[0].startswith("deepswe_fixture_pure-1.0-py3-none-any")
+    assert names[1].startswith("iniconfig-")  # the built wheel's dependency, for cp39
+
+
+def test_sdist_only_compiled_package_is_refused(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    # has_ext_modules=True makes setuptools tag the wheel for the *host* interpreter, as a
+    # real C extension would: useless in a 3.9 image, so it must be refused by name.
+    _sdist(
+        src,
+        "deepswe-fixture-native",
+        """\
+        from setuptools import Distribution, setup
+        class Native(Distribution):
+            def has_ext_modules(self):
+                return True
+        setup(name="deepswe-fixture-native", version="1.0", distclass=Native,
+              py_modules=["deepswe_fixture_native"])
+        """,
+    )
+    monkeypatch.setenv("PIP_FIND_LINKS", str(src))
+    with pytest.raises(WheelDownloadError, match="deepswe-fixture-native has no wheel .* not pure"):
+        download_wheels(["deepswe-fixture-native"], tmp_path / "w", "3.9")
+
+
+def test_unknown_requirement_reports_pips_error(tmp_path):
+    with pytest.raises(WheelDownloadError, match="No matching distribution"):
+        download_wheels(["iniconfig==0.0.0.404"], tmp_path / "w", "3.11")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("suite", ["bookworm", "bullseye"])
+def test_wheels_install_and_import_in_a_container_without_network(tmp_path, suite, monkeypatch):
+    monkeypatch.delenv("DEEPSWE_CACHE")  # use (or build once) the real base image
+    tag = ensure_base_image(suite)
+    wheel_dir = tmp_path / "wheels"
+    download_wheels(["iniconfig", "pyyaml"], wheel_dir, python_version(suite))
+    script = (
+        pip_install_command(["iniconfig", "pyyaml"])
+        + " -q && cd /tmp && python -c 'import iniconfig, yaml, sys;"
+        ' print(sys.prefix, yaml.__with_libyaml__, yaml.safe_load("a: [1, 2]"))\''
+    )
+    out = docker.from_env().containers.run(
+        tag,
+        ["sh", "-c", script],
+        network_mode="none",
+        volumes={str(wheel_dir): {"bind": "/wheels", "mode": "ro"}},
+        remove=True,
+    )
+    assert out.decode().split("\n")[-2] == "/opt/venv True {'a': [1, 2]}"
