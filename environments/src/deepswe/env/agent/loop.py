@@ -1,0 +1,163 @@
+"""The agent loop: one task, one policy, one sandbox -> a Trajectory.
+
+ask -> parse -> act -> observe, until the policy calls `finish` or a limit ends the episode.
+Every ending is an exception of one small family, caught in exactly one place (`run_episode`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deepswe.data.task import Task
+from deepswe.env.agent import prompts
+from deepswe.env.agent.parser import ParsedAction, parse_action
+from deepswe.env.policies import ContextExceeded, Policy, PolicyError, Reply
+from deepswe.env.sandbox import Sandbox, SandboxError
+from deepswe.env.tools import error_observation, format_observation, timeout_observation
+from deepswe.env.tools.calls import shell_command, tool_files
+from deepswe.env.trajectory import Action, Ending, Step, Trajectory
+
+TOOLS_DIR = "/usr/local/bin"
+
+
+class EpisodeLimits(BaseModel):
+    """Limits of one episode. Defaults: DeepSWE's evaluation protocol (R2E-Gym's runner)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(100, gt=0, description="hard step limit (training: 50)")
+    max_context_tokens: int = Field(65_536, gt=0, description="context budget (training: 32,768)")
+    action_timeout_s: float = Field(90.0, gt=0, description="per tool call")
+    model_timeout_s: float = Field(600.0, gt=0, description="per model call")
+    wall_timeout_s: float = Field(5_400.0, gt=0, description="whole trajectory")
+    prompt_variant: prompts.Variant = Field("eval", description="eval: R2E-Gym; train: rLLM")
+    keep_thinking: bool = Field(True, description="keep <think> in history (the reference did)")
+    workdir: str = Field("/testbed", description="where the repository is")
+
+
+class _End(Exception):
+    def __init__(self, ending: Ending, detail: str = "") -> None:
+        super().__init__(detail)
+        self.ending, self.detail = ending, detail
+
+
+def install_tools(sandbox: Sandbox) -> None:
+    """Put the four tools on the sandbox's PATH as executables."""
+    for name, path in tool_files().items():
+        sandbox.write_file(f"{TOOLS_DIR}/{name}", path.read_bytes(), mode=0o755)
+
+
+def _context_tokens(policy: Policy, messages: list[dict[str, str]], last: Reply | None) -> int:
+    """Tokens in the chat: the policy's tokenizer if it has one, else the server's last count
+    (prompt + completion), else about 4 characters a token."""
+    counted = policy.count_tokens(messages)
+    if counted is not None:
+        return counted
+    if last is not None and last.prompt_tokens is not None:
+        return last.prompt_tokens + (last.completion_tokens or 0)
+    return sum(len(m["content"]) for m in messages) // 4
+
+
+def _observe(
+    parsed: ParsedAction, sandbox: Sandbox, limits: EpisodeLimits, budget_s: float
+) -> tuple[str, Step]:
+    """Run the parsed call (if it can run) and return its observation and the step record."""
+    step = Step(index=0, assistant="")
+    if not parsed.has_call:
+        return prompts.continue_message(limits.prompt_variant), step
+    step.action = Action(name=parsed.function_name, parameters=parsed.parameters)
+    if parsed.error is not None:
+        return error_observation(parsed.function_name, parsed.error), step
+    call = parsed.call
+    assert call is not None
+    timeout = max(1.0, min(limits.action_timeout_s, budget_s))
+    started = time.monotonic()
+    r = sandbox.run(shell_command(call), timeout=timeout, cwd=limits.workdir)
+    step.tool_seconds = time.monotonic() - started
+    step.exit_code, step.action_timed_out = r.exit_code, r.timed_out
+    if r.timed_out:
+        return timeout_observation(timeout, call.name), step
+    return format_observation(call.name, r.stdout, r.stderr, r.exit_code), step
+
+
+def extract_patch(sandbox: Sandbox, workdir: str = "/testbed") -> str:
+    """Everything the agent changed, as one diff against base_commit (new files included)."""
+    r = sandbox.run(
+        "git add -A && git -c core.quotepath=false diff --cached", cwd=workdir, timeout=120
+    )
+    return r.stdout if r.exit_code == 0 else ""
+
+
+def _loop(
+    task: Task, policy: Policy, sandbox: Sandbox, limits: EpisodeLimits, traj: Trajectory
+) -> None:
+    """Fill `traj` step by step; always leaves by raising _End (or a policy/sandbox error)."""
+    started = time.monotonic()
+    last: Reply | None = None
+    for i in range(limits.max_steps):
+        left = limits.wall_timeout_s - (time.monotonic() - started)
+        if left <= 0:
+            raise _End(Ending.TIMEOUT, f"trajectory wall time {limits.wall_timeout_s:.0f}s used")
+        used = _context_tokens(policy, traj.messages, last)
+        if used >= limits.max_context_tokens:
+            raise _End(Ending.MAX_CONTEXT, f"{used} tokens >= {limits.max_context_tokens}")
+        t0 = time.monotonic()
+        last = policy.reply(traj.messages, timeout=min(limits.model_timeout_s, left))
+        model_s = time.monotonic() - t0
+        parsed = parse_action(last.text)
+        shown = last.text if limits.keep_thinking else prompts.strip_thinking(last.text)
+        traj.messages.append({"role": "assistant", "content": shown})
+        if parsed.call is not None and parsed.call.name == "finish":
+            observation, step = "", Step(index=i, assistant=last.text)
+            step.action = Action(name="finish", parameters=parsed.parameters)
+        else:
+            left = limits.wall_timeout_s - (time.monotonic() - started)
+            observation, step = _observe(parsed, sandbox, limits, left)
+        step.index, step.assistant, step.observation = i, last.text, observation
+        step.model_seconds = model_s
+        step.prompt_tokens, step.completion_tokens = last.prompt_tokens, last.completion_tokens
+        step.token_ids, step.logprobs = last.token_ids, last.logprobs
+        traj.steps.append(step)
+        if step.action is not None and step.action.name == "finish" and parsed.error is None:
+            raise _End(Ending.SUBMITTED)
+        reminder = prompts.step_reminder(limits.max_steps, i + 1, limits.prompt_variant)
+        traj.messages.append({"role": "user", "content": observation + reminder})
+    raise _End(Ending.MAX_STEPS, f"{limits.max_steps} steps")
+
+
+def run_episode(
+    task: Task, policy: Policy, sandbox: Sandbox, limits: EpisodeLimits | None = None
+) -> Trajectory:
+    """Run one episode in `sandbox` (started from the task's image; not closed here)."""
+    limits = limits or EpisodeLimits()
+    public = task.public()
+    traj = Trajectory(
+        instance_id=public.instance_id,
+        policy=policy.name,
+        messages=prompts.build_messages(
+            public.problem_statement, limits.prompt_variant, limits.max_steps
+        ),
+        ending=Ending.INFRA_ERROR,
+    )
+    started = time.monotonic()
+    try:
+        install_tools(sandbox)
+        _loop(task, policy, sandbox, limits, traj)
+    except _End as end:
+        traj.ending, traj.ending_detail = end.ending, end.detail
+    except ContextExceeded as exc:
+        traj.ending, traj.ending_detail = Ending.MAX_CONTEXT, str(exc)
+    except PolicyError as exc:
+        traj.ending = Ending.INFRA_ERROR if exc.infra else Ending.AGENT_ERROR
+        traj.ending_detail = str(exc)
+    except SandboxError as exc:
+        traj.ending, traj.ending_detail = Ending.INFRA_ERROR, str(exc)
+    if traj.ending is not Ending.INFRA_ERROR:
+        try:
+            traj.patch = extract_patch(sandbox, limits.workdir)
+        except SandboxError as exc:
+            traj.ending, traj.ending_detail = Ending.INFRA_ERROR, f"taking the patch: {exc}"
+    traj.wall_seconds = time.monotonic() - started
+    return traj

@@ -1,0 +1,207 @@
+"""`deepswe-env`: the environments subproject's command line. One small sub-app per verb group."""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="DeepSWE sandboxes, images and agent environment.", no_args_is_help=True)
+images_app = typer.Typer(help="Registry-free base images and offline wheels.", no_args_is_help=True)
+app.add_typer(images_app, name="images")
+
+
+class SuiteChoice(str, Enum):
+    bookworm = "bookworm"
+    bullseye = "bullseye"
+    all = "all"
+
+
+@images_app.command("base")
+def images_base(
+    suite: SuiteChoice = typer.Option(
+        SuiteChoice.all, help="Debian suite to build; all = every one."
+    ),
+    force: bool = typer.Option(False, help="Rebuild even when the recipe's image exists."),
+) -> None:
+    """Build deepswe/base:<suite>-<recipe hash> from Debian packages (no-op when present)."""
+    from docker.errors import DockerException
+
+    from deepswe.env.images import SUITES, ImageBuildError, ensure_base_image
+
+    suites = list(SUITES) if suite is SuiteChoice.all else [suite.value]
+    for name in suites:
+        started = time.monotonic()
+        try:
+            tag = ensure_base_image(name, force=force)
+        except ImageBuildError as err:
+            typer.secho(f"images base: {err}", fg="red", err=True)
+            raise typer.Exit(1) from None
+        except DockerException as err:
+            msg = f"images base: cannot use the Docker engine ({err}); `make engine` starts one"
+            typer.secho(msg, fg="red", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"{tag}  ({time.monotonic() - started:.1f}s)")
+
+
+@images_app.command("tag")
+def images_tag(suite: SuiteChoice = typer.Argument(..., help="Debian suite.")) -> None:
+    """Print the tag the current recipe gives a suite's base image (builds nothing)."""
+    from deepswe.env.images import SUITES, base_image_tag
+
+    for name in list(SUITES) if suite is SuiteChoice.all else [suite.value]:
+        typer.echo(base_image_tag(name))
+
+
+@images_app.command("wheels")
+def images_wheels(
+    requirements: list[str] = typer.Argument(..., help="pip requirements, e.g. 'pyyaml==6.0.2'."),
+    dest: Path = typer.Option(..., help="Folder to put the wheels in."),
+    python: str = typer.Option("3.11", help="Target Python: 3.11 (bookworm) or 3.9 (bullseye)."),
+) -> None:
+    """Download wheels for a base image's Python, for offline install inside a sandbox."""
+    from deepswe.env.images import WheelDownloadError, download_wheels
+
+    try:
+        for wheel in download_wheels(requirements, dest, python):
+            typer.echo(str(wheel))
+    except WheelDownloadError as err:
+        typer.secho(f"images wheels: {err}", fg="red", err=True)
+        raise typer.Exit(1) from None
+
+
+# --- the spine: build, episode, grade, gc -------------------------------------------------------
+
+
+class PolicyChoice(str, Enum):
+    gold = "gold"
+    empty = "empty"
+    openai = "openai"
+
+
+def _task(tasks: Path, instance_id: str):
+    from deepswe.data.errors import DataError
+    from deepswe.data.loaders import load_tasks
+
+    try:
+        found = [t for t in load_tasks(str(tasks)) if t.instance_id == instance_id]
+    except DataError as err:
+        typer.secho(f"{tasks}: {err}", fg="red", err=True)
+        raise typer.Exit(1) from None
+    if not found:
+        typer.secho(f"{tasks}: no task with id {instance_id!r}", fg="red", err=True)
+        raise typer.Exit(1)
+    return found[0]
+
+
+@app.command("build")
+def build(
+    tasks: Path = typer.Option(..., exists=True, dir_okay=False, help="Tasks file (JSONL)."),
+    instance_id: str | None = typer.Option(None, "--id", help="Only this task (default: all)."),
+) -> None:
+    """Build the image of each task that carries an environment spec."""
+    from deepswe.data.loaders import load_tasks
+    from deepswe.env.images import ImageBuildError
+    from deepswe.env.images.task import ensure_task_image
+
+    chosen = [_task(tasks, instance_id)] if instance_id else load_tasks(str(tasks))
+    for i, task in enumerate(chosen, 1):
+        try:
+            tag = ensure_task_image(task, log=lambda m: typer.echo(m, err=True))
+        except ImageBuildError as err:
+            typer.secho(f"{task.instance_id}: {err}", fg="red", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"[{i}/{len(chosen)}] {task.instance_id}  {tag}")
+
+
+@app.command("episode")
+def episode(
+    tasks: Path = typer.Option(..., exists=True, dir_okay=False, help="Tasks file (JSONL)."),
+    instance_id: str = typer.Option(..., "--id", help="The task to run."),
+    policy: PolicyChoice = typer.Option(
+        ..., help="gold: the task's own fix; empty: submit at once; openai: a chat endpoint."
+    ),
+    base_url: str | None = typer.Option(
+        None, help="openai: endpoint, e.g. http://localhost:8000/v1."
+    ),
+    model: str | None = typer.Option(None, help="openai: model name as the server knows it."),
+    temperature: float = typer.Option(1.0, help="openai: sampling temperature (DeepSWE: 1.0)."),
+    max_steps: int = typer.Option(100, help="Hard step limit (DeepSWE eval: 100)."),
+    max_context: int = typer.Option(
+        65_536, help="Context budget in tokens (DeepSWE eval: 65,536)."
+    ),
+    out: Path | None = typer.Option(None, help="Write the whole trajectory here (JSON)."),
+) -> None:
+    """Run one episode and print {instance_id, outcome, reward, ended, steps, seconds}."""
+    import json
+
+    from deepswe.env.agent.loop import EpisodeLimits
+    from deepswe.env.episode import run_task
+    from deepswe.env.policies import policy_class
+
+    task = _task(tasks, instance_id)
+    if policy is PolicyChoice.gold:
+        if not task.gold_patch:
+            typer.secho(f"{instance_id}: the task has no gold patch", fg="red", err=True)
+            raise typer.Exit(1)
+        chosen = policy_class("gold")(task.gold_patch)
+    elif policy is PolicyChoice.empty:
+        chosen = policy_class("empty")()
+    else:
+        if not (base_url and model):
+            typer.secho("--policy openai needs --base-url and --model", fg="red", err=True)
+            raise typer.Exit(2)
+        chosen = policy_class("openai")(base_url=base_url, model=model, temperature=temperature)
+    traj = run_task(
+        task, chosen, limits=EpisodeLimits(max_steps=max_steps, max_context_tokens=max_context)
+    )
+    if out is not None:
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        tmp.write_text(traj.model_dump_json(indent=1))
+        tmp.replace(out)
+    typer.echo(json.dumps(traj.summary()))
+
+
+@app.command("grade")
+def grade(
+    tasks: Path = typer.Option(..., exists=True, dir_okay=False, help="Tasks file (JSONL)."),
+    instance_id: str = typer.Option(..., "--id", help="The task the patch is for."),
+    patch: Path = typer.Option(..., exists=True, dir_okay=False, help="The patch (unified diff)."),
+    log: Path | None = typer.Option(None, help="Write the test log here."),
+) -> None:
+    """Grade a patch in a fresh sandbox; prints the outcome as JSON."""
+    import json
+
+    from deepswe.env.episode import grade_patch
+
+    result, text = grade_patch(_task(tasks, instance_id), patch.read_text())
+    if log is not None:
+        log.write_text(text)
+    typer.echo(
+        json.dumps(
+            {
+                "instance_id": instance_id,
+                "outcome": result.outcome.value,
+                "reward": result.reward,
+                "reason": result.reason,
+            }
+        )
+    )
+
+
+@app.command("gc")
+def gc(
+    everything: bool = typer.Option(
+        False, "--all", help="Remove every deepswe sandbox, live ones too."
+    ),
+) -> None:
+    """Remove sandbox containers whose creating process is gone."""
+    from deepswe.env.sandbox.docker import gc as collect
+
+    removed = collect(everything=everything)
+    typer.echo(
+        f"removed {len(removed)} sandbox container(s)"
+        + (": " + " ".join(removed) if removed else "")
+    )

@@ -1,0 +1,150 @@
+"""Policy backends: the OpenAI-compatible client against a real HTTP server on loopback, the
+replay policy on the R2E-Gym fixtures, the gold policy's patch-to-actions."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from deepswe.env.agent.parser import parse_action
+from deepswe.env.policies import ContextExceeded, Policy, PolicyError, policy_class
+from deepswe.env.policies.replay import ReplayPolicy
+from deepswe.env.policies.scripted import FINISH, patch_to_actions
+
+FIXTURES = Path(
+    os.environ.get(
+        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
+    )
+)
+
+
+class _Server(BaseHTTPRequestHandler):
+    """Answers /v1/chat/completions: mode 'ok' echoes the last message, else fails."""
+
+    mode = "ok"
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Server.seen.append(body)
+        if _Server.mode == "ok":
+            code, doc = (
+                200,
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {
+                                "role": "assistant",
+                                "content": "echo: " + body["messages"][-1]["content"],
+                            },
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+                },
+            )
+        elif _Server.mode == "context":
+            code, doc = (
+                400,
+                {
+                    "error": {
+                        "message": "This model's maximum context length is 65536 tokens",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
+        else:
+            code, doc = 500, {"error": {"message": "boom", "type": "server_error"}}
+        data = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_openai_policy_replies_with_usage(endpoint):
+    _Server.mode = "ok"
+    p = policy_class("openai")(
+        base_url=endpoint, model="m", temperature=0.7, max_tokens=50, retries=0
+    )
+    assert isinstance(p, Policy) and p.name == "openai:m"
+    r = p.reply([{"role": "user", "content": "hi"}], timeout=10)
+    assert (r.text, r.prompt_tokens, r.completion_tokens) == ("echo: hi", 11, 3)
+    assert _Server.seen[-1]["temperature"] == 0.7 and _Server.seen[-1]["max_tokens"] == 50
+
+
+def test_server_errors_are_infra_and_context_overflow_is_its_own(endpoint):
+    p = policy_class("openai")(base_url=endpoint, model="m", retries=0)
+    _Server.mode = "fail"
+    with pytest.raises(PolicyError) as err:
+        p.reply([{"role": "user", "content": "hi"}], timeout=10)
+    assert err.value.infra
+    _Server.mode = "context"
+    with pytest.raises(ContextExceeded):
+        p.reply([{"role": "user", "content": "hi"}], timeout=10)
+
+
+def test_unreachable_endpoint_is_infra():
+    p = policy_class("openai")(base_url="http://127.0.0.1:9/v1", model="m", retries=0)
+    with pytest.raises(PolicyError) as err:
+        p.reply([{"role": "user", "content": "hi"}], timeout=5)
+    assert err.value.infra
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("trajectory_*.json")), ids=lambda p: p.stem)
+def test_replay_yields_the_recorded_actions(path):
+    recorded = json.loads(path.read_text())["trajectory_steps"]
+    policy = ReplayPolicy(path)
+    for step in recorded:
+        got = parse_action(policy.reply([], timeout=1).text)
+        want = parse_action(step["action"])
+        assert (got.function_name, got.parameters) == (want.function_name, want.parameters)
+    with pytest.raises(PolicyError):
+        policy.reply([], timeout=1)
+
+
+def test_gold_actions_for_new_modified_and_deleted_files():
+    patch = (
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n x = 1\n-y = 2\n+y = 3\n"
+        "diff --git a/new.py b/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+z = 1\n"
+        "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-w = 0\n"
+    )
+    calls = [parse_action(a) for a in patch_to_actions(patch) + [FINISH]]
+    assert [(c.function_name, c.parameters.get("command")) for c in calls] == [
+        ("file_editor", "str_replace"),
+        ("file_editor", "create"),
+        ("execute_bash", None),
+        ("finish", "submit"),
+    ]
+    assert (
+        calls[0].parameters["old_str"] == "x = 1\ny = 2"
+        and calls[0].parameters["new_str"] == "x = 1\ny = 3"
+    )
+    assert calls[1].parameters == {
+        "command": "create",
+        "path": "/testbed/new.py",
+        "file_text": "z = 1",
+    }
+    assert calls[2].parameters == {"cmd": "rm /testbed/old.py"}
