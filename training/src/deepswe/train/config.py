@@ -1,0 +1,174 @@
+"""A training run's configuration: one YAML profile plus `a.b=value` overrides, validated.
+
+Every section rejects unknown keys by name. Defaults follow the DeepSWE recipe where one exists;
+configs/deepswe-32b.yaml states each value's source.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from deepswe.env.sandbox import SandboxLimits
+from deepswe.train.algos import GRPOConfig
+from deepswe.train.backends import OptimConfig
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunConfig(_Section):
+    name: str = Field("run", description="run id prefix; the run folder is runs/<name>")
+    seed: int = Field(0, description="seeds data order and every rollout's sampling")
+    steps: int = Field(1, ge=1, description="optimizer steps in the run")
+    save_every: int = Field(1, ge=1, description="checkpoint every this many steps")
+    keep_checkpoints: int = Field(2, ge=1, description="newest checkpoints kept on disk")
+    tensorboard: bool = Field(True, description="also log to TensorBoard if it is installed")
+
+
+class ModelConfig(_Section):
+    path: str = Field(description="local HF folder (deepswe-train init-model writes one)")
+    device: str = Field("cpu", description="cpu or cuda[:i] (hf engine and backend)")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="weights")
+
+
+class TextEnvConfig(_Section):
+    """The `text` rollout source: the trainer's unit-test environment (one turn, no Docker)."""
+
+    prompts: list[str] = Field(
+        default_factory=lambda: [f"Write a word with the letter {c}." for c in "abcd"],
+        min_length=1, description="user prompts, one task each",
+    )  # fmt: skip
+    target: str = Field("e", min_length=1, description="reward 1 iff the reply contains this")
+
+
+class DataConfig(_Section):
+    source: str = Field("spine", description="rollout source: spine | text | module:Class")
+    path: str | None = Field(None, description="tasks for the spine source (JSONL or a name)")
+    shuffle: bool = Field(True, description="reshuffle the tasks every epoch (seeded)")
+    text: TextEnvConfig = Field(default_factory=TextEnvConfig)
+
+
+class RolloutConfig(_Section):
+    tasks_per_step: int = Field(8, ge=1, description="tasks per step (rLLM train_batch_size)")
+    group_size: int = Field(8, ge=1, description="rollouts per task, G (rLLM rollout.n)")
+    concurrency: int = Field(8, ge=1, description="episodes run at once (threads)")
+    temperature: float = Field(1.0, ge=0, description="sampling temperature (rLLM: 1.0)")
+    max_prompt_tokens: int = Field(4096, ge=1, description="first prompt budget (rLLM 4096)")
+    max_response_tokens: int = Field(
+        32768, ge=1, description="tokens after the prompt per trajectory (rLLM 32768)"
+    )
+    max_tokens_per_turn: int | None = Field(None, ge=1, description="cap per reply; None: none")
+    old_logprobs: Literal["recompute", "engine"] = Field(
+        "recompute", description="pi_old: recomputed by the trainer (as the reference) or the "
+        "engine's sampled log-probs",
+    )  # fmt: skip
+
+
+class EpisodeConfig(_Section):
+    max_steps: int = Field(50, ge=1, description="agent steps per training episode (rLLM 50)")
+    action_timeout_s: float = Field(90.0, gt=0, description="per tool call")
+    model_timeout_s: float = Field(600.0, gt=0, description="per model call")
+    wall_timeout_s: float = Field(5400.0, gt=0, description="per trajectory")
+    reward_timeout_s: float | None = Field(300.0, gt=0, description="hidden-test run; None: task's")
+    sandbox_backend: str = Field("docker", description="deepswe.env sandbox backend")
+    sandbox: SandboxLimits = Field(default_factory=SandboxLimits)
+
+
+class EngineConfig(_Section):
+    name: str = Field("hf", description="inference engine: hf | vllm | module:Class")
+    tensor_parallel: int = Field(1, ge=1, description="GPUs per engine replica (vllm)")
+
+
+class BackendConfig(_Section):
+    name: str = Field("hf", description="training backend: hf | megatron | module:Class")
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    logprob_chunk: int = Field(1024, ge=1, description="positions per log-softmax chunk")
+
+
+class ClusterConfig(_Section):
+    gpus: int = Field(0, ge=0, description="GPUs the run needs in all (0: CPU run)")
+
+
+class TrainConfig(_Section):
+    run: RunConfig = Field(default_factory=RunConfig)
+    model: ModelConfig
+    data: DataConfig = Field(default_factory=DataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    backend: BackendConfig = Field(default_factory=BackendConfig)
+    algo: GRPOConfig = Field(default_factory=GRPOConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.data.source == "spine" and not self.data.path:
+            raise ValueError("data.path: the spine source needs a task file or dataset name")
+        return self
+
+
+class ConfigError(ValueError):
+    """A profile or override is invalid; the message names the file and each bad key."""
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (["a", "b"], value parsed as YAML: numbers, bools, lists...)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
+        raise ConfigError(f"override {text!r}: want key.path=value")
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def _apply(data: dict[str, Any], path: list[str], value: Any, text: str) -> None:
+    node = data
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {text!r}: {part!r} is not a section")
+        node = child
+    node[path[-1]] = value
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> TrainConfig:  # type: ignore[assignment]
+    """The validated config of YAML file `path` with `overrides` applied in order."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: want a mapping of sections at the top level")
+    for text in overrides:
+        keys, value = parse_override(text)
+        _apply(data, keys, value, text)
+    return validate(data, str(path))
+
+
+def validate(data: dict[str, Any], where: str) -> TrainConfig:
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "<root>"
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"{key}: {msg}")
+        raise ConfigError(f"{where}: invalid config:\n  " + "\n  ".join(lines)) from None
+
+
+def resolved(cfg: TrainConfig) -> dict[str, Any]:
+    """The fully resolved config (every default filled in) as plain data."""
+    data = cfg.model_dump(mode="json")
+    for key in ("mask_endings", "drop_endings"):  # frozensets: a stable order on disk
+        data["algo"][key] = sorted(data["algo"][key])
+    return data
+
+
+def dump_config(cfg: TrainConfig, path: Path) -> None:
+    """Write the fully resolved config as YAML (runs/ID/config.yaml)."""
+    path.write_text(yaml.safe_dump(resolved(cfg), sort_keys=False))

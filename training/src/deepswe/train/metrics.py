@@ -1,0 +1,98 @@
+"""Step metrics: what one GRPO++ step did, as flat `section/name -> float` records.
+
+Appended to runs/ID/metrics.jsonl (one JSON object per step) and, when the `tensorboard`
+package is installed and enabled, to runs/ID/tensorboard/. Keys under `time/` are wall-clock
+seconds; every other key is a deterministic function of the run's seed and config.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from deepswe.train.algos import FilterCounts
+from deepswe.train.backends import StepStats
+from deepswe.train.rollout import RolloutBatch
+
+
+def group_metrics(rewards: Sequence[float], groups: Sequence[int]) -> dict[str, float]:
+    """Groups every rollout solved / none solved / some solved (GRPO learns only from the
+    last: a group with equal rewards has zero advantages)."""
+    by: dict[int, list[float]] = defaultdict(list)
+    for r, g in zip(rewards, groups, strict=True):
+        by[g].append(r)
+    solved = [[r > 0 for r in rs] for rs in by.values()]
+    return {
+        "groups/solve_all": float(sum(all(s) for s in solved)),
+        "groups/solve_none": float(sum(not any(s) for s in solved)),
+        "groups/partial": float(sum(any(s) and not all(s) for s in solved)),
+    }
+
+
+def step_metrics(
+    step: int,
+    batch: RolloutBatch,
+    counts: FilterCounts,
+    stats: StepStats | None,
+    logprob_diff: float,
+    times: dict[str, float],
+) -> dict[str, Any]:
+    rewards = batch.rewards.tolist()
+    out: dict[str, Any] = {"step": step}
+    out["reward/mean"] = sum(rewards) / max(len(rewards), 1)
+    out.update(group_metrics(rewards, batch.group_ids.tolist()))
+    out.update(counts.as_dict())
+    out["tokens/total"] = float(batch.attention_mask.sum())
+    out["tokens/response"] = float(batch.loss_mask.sum())
+    out["tokens/trained"] = float(stats.trained_tokens if stats else 0)
+    # Mean |log pi_engine - log pi_trainer| on sampled tokens: ~0 unless the engine and the
+    # trainer disagree (precision, kernels, or stale weights).
+    out["rollout/logprob_diff"] = logprob_diff
+    if stats is not None:
+        out.update({
+            "actor/loss": stats.loss, "actor/grad_norm": stats.grad_norm,
+            "actor/skipped": float(stats.skipped), "actor/clipfrac": stats.clipfrac,
+            "actor/approx_kl": stats.approx_kl, "actor/entropy": stats.entropy,
+        })  # fmt: skip
+    out.update({f"time/{k}": v for k, v in times.items()})
+    return out
+
+
+class MetricsLog:
+    """metrics.jsonl (+ TensorBoard); on resume, drops lines past the checkpoint's step."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None, tensorboard: bool) -> None:
+        self.path = run_dir / "metrics.jsonl"
+        if resume_step is not None and self.path.exists():
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] <= resume_step
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        elif resume_step is None:
+            self.path.write_text("")
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # optional: tensorboard is not a dependency
+                self.tb = None
+            else:
+                self.tb = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+        if self.tb is not None:
+            for k, v in record.items():
+                if k != "step":
+                    self.tb.add_scalar(k, v, record["step"])
+            self.tb.flush()
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()

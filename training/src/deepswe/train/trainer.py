@@ -1,0 +1,246 @@
+"""The GRPO++ trainer: setup, then a loop of named stages.
+
+    sample tasks -> rollouts (G per task, concurrently) -> sequences -> old log-probs
+    -> filter + advantages -> update -> push weights -> metrics -> checkpoint
+
+Everything a step draws is seeded by (run.seed, step, task slot, rollout): resumed from a
+checkpoint, a run continues exactly as if it had never stopped (on CPU; GPU kernels may not be
+bitwise deterministic).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from deepswe.env.trajectory import Trajectory
+from deepswe.train.algos import (
+    FilterCounts,
+    advantage_estimator,
+    compact_filter,
+    expand_to_tokens,
+    loss_denominator,
+)
+from deepswe.train.backends import UpdateBatch, backend_class
+from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpoint, save_checkpoint
+from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
+from deepswe.train.engines import engine_class
+from deepswe.train.engines.policy import EnginePolicy
+from deepswe.train.metrics import MetricsLog, step_metrics
+from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
+from deepswe.train.sources import source_class
+
+
+def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
+    """Engine, backend and source classes, or a clear error when the machine or the code
+    cannot run `cfg` (an implementation not built yet, GPUs missing)."""
+    engine, backend, source = (
+        engine_class(cfg.engine.name),
+        backend_class(cfg.backend.name),
+        source_class(cfg.data.source),
+    )
+    have = torch.cuda.device_count()
+    if cfg.cluster.gpus > have:
+        raise RuntimeError(
+            f"cluster.gpus: this profile needs {cfg.cluster.gpus} GPUs; found {have}"
+        )
+    if cfg.model.device.startswith("cuda") and have == 0:
+        raise RuntimeError(f"model.device {cfg.model.device!r}: no CUDA device here")
+    return engine, backend, source
+
+
+def _build(cls: type, cfg: TrainConfig) -> Any:
+    return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(cfg)
+
+
+def rollout_seed(seed: int, step: int, slot: int, k: int) -> int:
+    """Seed of rollout k of task slot `slot` at `step`; a reply at turn j uses seed + j."""
+    return (((seed * 1_000_003 + step) * 4_099 + slot) * 1_031 + k) * 65_536
+
+
+@dataclass
+class Trainer:
+    cfg: TrainConfig
+    run_dir: Path
+    engine: Any
+    backend: Any
+    source: Any
+    cursor: DataCursor
+    step: int = 0  # optimizer steps done
+    log: Any = None  # MetricsLog, opened by setup
+
+    @classmethod
+    def setup(cls, cfg: TrainConfig, run_dir: Path, resume: bool = False) -> Trainer:
+        engine_cls, backend_cls, source_cls = check_runnable(cfg)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _check_resume_config(cfg, run_dir, resume)
+        dump_config(cfg, run_dir / "config.yaml")
+        source = _build(source_cls, cfg)
+        backend = _build(backend_cls, cfg)
+        engine = _build(engine_cls, cfg)
+        cursor = DataCursor(len(source.tasks()), cfg.run.seed, cfg.data.shuffle)
+        trainer = cls(cfg, run_dir, engine, backend, source, cursor)
+        ckpt = latest_checkpoint(run_dir / "checkpoints") if resume else None
+        if resume and ckpt is None:
+            raise FileNotFoundError(f"--resume: {run_dir}/checkpoints has no checkpoint")
+        if ckpt is not None:
+            trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
+            engine.update_weights(backend.state_dict())
+        trainer.log = MetricsLog(run_dir, trainer.step if resume else None, cfg.run.tensorboard)
+        return trainer
+
+    # -- stages ------------------------------------------------------------------------------
+    def collect(self, task_ids: list[int]) -> tuple[list[Trajectory], list[int]]:
+        """G rollouts per task, run concurrently; group id = slot in this step."""
+        tasks, ro = self.source.tasks(), self.cfg.rollout
+        jobs = [
+            (slot, k, tasks[t]) for slot, t in enumerate(task_ids) for k in range(ro.group_size)
+        ]
+
+        def one(job: tuple[int, int, Any]) -> Trajectory:
+            slot, k, task = job
+            policy = EnginePolicy(
+                self.engine, temperature=ro.temperature,
+                max_tokens=ro.max_tokens_per_turn or ro.max_response_tokens,
+                max_context_tokens=ro.max_prompt_tokens + ro.max_response_tokens,
+                seed=rollout_seed(self.cfg.run.seed, self.step, slot, k),
+            )  # fmt: skip
+            return self.source.rollout(task, policy)
+
+        with ThreadPoolExecutor(max_workers=ro.concurrency) as pool:
+            trajs = list(pool.map(one, jobs))  # in job order whatever finishes first
+        return trajs, [slot for slot, _, _ in jobs]
+
+    def to_batch(self, trajs: list[Trajectory], groups: list[int]) -> RolloutBatch:
+        renderer = ChatRenderer(self.engine.tokenizer)
+        seqs = [trajectory_sequence(t, renderer) for t in trajs]
+        rewards = [t.reward if t.reward is not None else 0.0 for t in trajs]
+        pad = self.engine.tokenizer.pad_token_id
+        pad = pad if pad is not None else self.engine.tokenizer.eos_token_id
+        return collate(seqs, rewards, groups, [t.ending.value for t in trajs], pad)
+
+    def old_logprobs(self, batch: RolloutBatch) -> float:
+        """Recompute pi_old with the trainer (default) or keep the engine's; returns the mean
+        |engine - trainer| gap on sampled tokens."""
+        mask = batch.loss_mask.bool()
+        trainer_lp = self.backend.forward_logprobs(batch)
+        diff = (trainer_lp - batch.old_logprobs)[mask].abs()
+        if self.cfg.rollout.old_logprobs == "recompute":
+            batch.old_logprobs = torch.where(mask, trainer_lp, 0.0)
+        return float(diff.mean()) if diff.numel() else 0.0
+
+    def advantages(self, batch: RolloutBatch) -> tuple[UpdateBatch | None, FilterCounts]:
+        a = self.cfg.algo
+        filt = compact_filter(
+            batch.endings, batch.rewards, batch.loss_mask, a.mask_endings,
+            a.keep_masked_in_baseline, a.drop_endings,
+        )  # fmt: skip
+        rows = filt.keep_rows
+        if not bool(rows.any()):
+            return None, filt.counts  # every rollout failed for infrastructure reasons
+        adv = advantage_estimator(a.adv_estimator)(
+            filt.rewards[rows], batch.group_ids[rows], filt.baseline_mask[rows]
+        )
+        mask = filt.loss_mask[rows]
+        # The normaliser counts every kept row, masked ones included (algos.loss_denominator);
+        # only then are rows without a trained token left out: they add exactly zero to the
+        # loss and its gradient, and cost a full forward/backward each.
+        denominator = loss_denominator(mask, a.loss_agg, a.loss_constant)
+        live = mask.any(dim=1)
+        if not bool(live.any()):
+            return None, filt.counts  # every kept rollout was compact-filtered
+        kept = batch.select(rows)
+        update = UpdateBatch(
+            rollout=kept.select(live),
+            advantages=expand_to_tokens(adv, mask)[live].float(),
+            loss_mask=mask[live],
+            denominator=denominator,
+        )
+        return update, filt.counts
+
+    def run_step(self) -> dict[str, Any]:
+        times: dict[str, float] = {}
+        t0 = last = time.monotonic()
+
+        def tick(name: str) -> None:
+            nonlocal last
+            now = time.monotonic()
+            times[name], last = now - last, now
+
+        task_ids = self.cursor.take(self.cfg.rollout.tasks_per_step)
+        trajs, groups = self.collect(task_ids)
+        tick("rollout")
+        self._save_trajectories(trajs)
+        batch = self.to_batch(trajs, groups)
+        update, counts = self.advantages(batch)
+        gap = self.old_logprobs(update.rollout) if update is not None else 0.0
+        tick("old_logprobs")
+        # No trained token (all rows dropped or compact-filtered): no optimizer step at all.
+        stats = self.backend.train_step(update) if update is not None else None
+        tick("update")
+        self.engine.update_weights(self.backend.state_dict())
+        tick("push_weights")
+        self.step += 1
+        times["step"] = time.monotonic() - t0
+        record = step_metrics(self.step, batch, counts, stats, gap, times)
+        self.log.write(record)
+        if self.step % self.cfg.run.save_every == 0 or self.step == self.cfg.run.steps:
+            save_checkpoint(
+                self.run_dir / "checkpoints", self.step, self.backend, self.cursor,
+                self.cfg.run.keep_checkpoints, self.engine.tokenizer,
+            )  # fmt: skip
+        return record
+
+    def _save_trajectories(self, trajs: list[Trajectory]) -> None:
+        folder = self.run_dir / "trajectories"
+        folder.mkdir(exist_ok=True)
+        lines = "".join(t.model_dump_json() + "\n" for t in trajs)
+        (folder / f"step-{self.step + 1:06d}.jsonl").write_text(lines)
+
+    def train(self, progress: Any = None) -> list[dict[str, Any]]:
+        """Run the remaining steps; returns their metrics records."""
+        out = []
+        while self.step < self.cfg.run.steps:
+            out.append(self.run_step())
+            if progress is not None:
+                progress(out[-1])
+        self.log.close()
+        return out
+
+
+def _check_resume_config(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
+    """A resumed run must use the config it started with (run.steps may grow)."""
+    saved = run_dir / "config.yaml"
+    if not resume or not saved.exists():
+        return
+    old = yaml.safe_load(saved.read_text())
+    new = yaml.safe_load(yaml.safe_dump(resolved(cfg)))
+    old["run"].pop("steps", None)
+    new["run"].pop("steps", None)
+    diff = sorted(
+        f"{s}.{k}"
+        for s in new
+        for k in set(new[s]) | set(old.get(s, {}))
+        if new[s].get(k) != old.get(s, {}).get(k)
+    )
+    if diff:
+        raise ConfigError(f"--resume: the config differs from {saved} in: {', '.join(diff)}")
+
+
+def train_from_files(
+    config: str | Path, overrides: list[str], out: str | Path | None = None, resume: bool = False
+) -> Path:
+    """`deepswe-train train`: validate, set up (or resume) runs/ID, train; returns runs/ID."""
+    cfg = load_config(config, overrides)
+    run_dir = Path(out) if out is not None else Path("runs") / cfg.run.name
+    if not resume and latest_checkpoint(run_dir / "checkpoints") is not None:
+        raise ConfigError(f"{run_dir} already holds checkpoints: pass --resume or another --out")
+    trainer = Trainer.setup(cfg, run_dir, resume=resume)
+    trainer.train()
+    return run_dir
