@@ -16,6 +16,7 @@ from deepswe.env.policies import Policy
 from deepswe.train.algos import expand_to_tokens, loss_denominator
 from deepswe.train.backends import OptimConfig, TrainingBackend, UpdateBatch
 from deepswe.train.backends.hf import HFBackend
+from deepswe.train.backends.megatron import MegatronBackend
 from deepswe.train.engines import InferenceEngine
 from deepswe.train.engines.hf import HFEngine
 from deepswe.train.engines.policy import EnginePolicy
@@ -33,6 +34,11 @@ IMPLS: dict[str, tuple[Callable[[Path], InferenceEngine], Callable[..., Training
     "hf-cuda": (
         lambda p: HFEngine(p, device="cuda"),
         lambda p, **kw: HFBackend(p, optim=OptimConfig(lr=1e-2, **kw), device="cuda"),
+    ),
+    # megatron-core on CPU over gloo (TP=1 here; TP=2 is checked in test_train_megatron_*).
+    "megatron-cpu": (
+        lambda p: HFEngine(p),
+        lambda p, **kw: MegatronBackend(p, optim=OptimConfig(lr=1e-2, **kw)),
     ),
 }
 GPU_ONLY = {"hf-cuda"}

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
+from deepswe.train.backends.megatron.model import ParallelConfig
 
 
 class _Section(BaseModel):
@@ -88,6 +89,9 @@ class BackendConfig(_Section):
     name: str = Field("hf", description="training backend: hf | megatron | module:Class")
     optim: OptimConfig = Field(default_factory=OptimConfig)
     logprob_chunk: int = Field(1024, ge=1, description="positions per log-softmax chunk")
+    parallel: ParallelConfig = Field(
+        default_factory=ParallelConfig, description="megatron: tensor/pipeline/context parallel"
+    )
 
 
 class ClusterConfig(_Section):

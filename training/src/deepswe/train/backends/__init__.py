@@ -1,7 +1,7 @@
 """Training backends: log-probs of a batch, one optimizer step, weights, checkpoints.
 
 One backend per sibling file, looked up lazily (BACKENDS): `hf` (transformers + torch AdamW,
-built), `megatron` (not built yet). Every backend passes training/tests/test_train_conformance.py.
+built), `megatron` (megatron-core; CPU over gloo or GPUs). Every backend passes training/tests/test_train_conformance.py.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class TrainingBackend(Protocol):
 
 BACKENDS: dict[str, str] = {
     "hf": "deepswe.train.backends.hf:HFBackend",
-    "megatron": "deepswe.train.backends.megatron:MegatronBackend",  # not built yet
+    "megatron": "deepswe.train.backends.megatron:MegatronBackend",  # megatron-core (extra: megatron)
 }
 
 
