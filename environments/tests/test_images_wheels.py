@@ -147,3 +147,13 @@ def test_wheels_install_and_import_in_a_container_without_network(tmp_path, suit
         remove=True,
     )
     assert out.decode().split("\n")[-2] == "/opt/venv True {'a': [1, 2]}"
+
+
+def test_dependencies_follow_the_target_python_not_the_hosts(tmp_path):
+    """Regression: pip evaluates markers with the host's Python even under --python-version, so
+    pytest's `tomli; python_version < "3.11"` was left out for a 3.9 image, which then could
+    not install pytest offline."""
+    names = {
+        p.name.split("-")[0].lower() for p in download_wheels(["pytest==8.4.2"], tmp_path, "3.9")
+    }
+    assert {"pytest", "tomli", "exceptiongroup"} <= names

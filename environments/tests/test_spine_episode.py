@@ -149,3 +149,14 @@ def test_container_killed_mid_episode_is_infra_error_not_reward_zero(task, image
         traj = run_episode(task, _KillsItsSandbox(sb.id), sb)
     assert traj.ending is Ending.INFRA_ERROR
     assert traj.reward is None and traj.outcome is None
+
+
+def test_model_touching_a_hidden_test_file_does_not_break_grading(task, image):
+    """Regression: the test patch failed to apply when the model had created one of its files,
+    and a correct fix was graded infra_error. Files the test patch touches are now reset first."""
+    clash = (
+        "diff --git a/tests/test_hidden.py b/tests/test_hidden.py\nnew file mode 100644\n"
+        "--- /dev/null\n+++ b/tests/test_hidden.py\n@@ -0,0 +1 @@\n+def test_mine(): pass\n"
+    )
+    result, log = grade_patch(task, task.gold_patch + clash, image=image, sandbox_limits=LIMITS)
+    assert result.outcome is Outcome.RESOLVED, log

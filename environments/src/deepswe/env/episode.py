@@ -32,7 +32,9 @@ def grade_patch(
         image = image or ensure_task_image(task, log=lambda _: None)
         sandbox = backend_class(backend)(image, sandbox_limits)
     except (SandboxError, ImageBuildError) as exc:
-        return GradeResult(outcome=Outcome.INFRA_ERROR, parser=task.test_spec.log_parser, reason=str(exc)), ""
+        return GradeResult(
+            outcome=Outcome.INFRA_ERROR, parser=task.test_spec.log_parser, reason=str(exc)
+        ), ""
     try:
         return run_reward(task, patch, sandbox)
     finally:
@@ -74,7 +76,9 @@ def run_task(
         traj.outcome = Outcome.INFRA_ERROR.value
         return traj
     t0 = time.monotonic()
-    result, _log = grade_patch(task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits)
+    result, _log = grade_patch(
+        task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits
+    )
     traj.grade_seconds = time.monotonic() - t0
     traj.outcome, traj.reward = result.outcome.value, result.reward
     traj.grade_detail = result.model_dump(mode="json")

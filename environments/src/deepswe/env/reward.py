@@ -8,7 +8,9 @@ is `grading.grade(task, log)`, a pure function.
 
 from __future__ import annotations
 
-import time
+import shlex
+
+from unidiff import PatchSet
 
 from deepswe.data.task import Task
 from deepswe.env.grading import grade
@@ -27,10 +29,19 @@ TEST_PATCH_PATH = "/tmp/deepswe/test.patch"
 
 
 def hidden_tests_script(task: Task) -> str:
-    """Bash that puts the hidden tests in place (test patch, R2E-Gym's test files)."""
+    """Bash that puts the hidden tests in place.
+
+    As SWE-bench's eval script does, every file the test patch touches is first reset to
+    base_commit (or removed, if base_commit lacks it): a model that edited or created one of
+    them must not make the task's own test patch fail to apply.
+    """
+    if not task.hidden.test_patch:
+        return ""
     lines = []
-    if task.hidden.test_patch:
-        lines.append(f"git apply --verbose {TEST_PATCH_PATH} >&2 || exit 3")
+    for path in sorted({f.path for f in PatchSet(task.hidden.test_patch)}):
+        q = shlex.quote(path)
+        lines.append(f"git checkout -q HEAD -- {q} 2>/dev/null || rm -f {q}")
+    lines.append(f"git apply --verbose {TEST_PATCH_PATH} >&2 || exit 3")
     return "\n".join(lines)
 
 
@@ -74,10 +85,4 @@ def run_reward(
         return grade(task, text, infra_error=True), text
 
 
-def timed_reward(task: Task, patch: str, sandbox: Sandbox) -> tuple[GradeResult, str, float]:
-    start = time.monotonic()
-    result, log = run_reward(task, patch, sandbox)
-    return result, log, time.monotonic() - start
-
-
-__all__ = ["Outcome", "run_reward", "timed_reward"]
+__all__ = ["Outcome", "hidden_tests_script", "run_reward"]

@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -87,7 +88,16 @@ def _fill(cached: Path, requirements: list[str], python_version: str, platforms:
     while True:
         res = _pip_download(requirements, staging, python_version, platforms)
         if res.returncode == 0:
-            break
+            extra = _unmet_for_target(staging, python_version)
+            if not extra:
+                break
+            # pip evaluates markers with the HOST's Python even under --python-version, so
+            # e.g. pytest's `tomli; python_version < "3.11"` is skipped for a 3.9 target.
+            # Add what the target needs and resolve again (at most a few rounds).
+            if len(requirements) > 500:
+                raise WheelDownloadError(f"dependency closure did not settle: {extra}")
+            requirements = [*requirements, *extra]
+            continue
         missing = _NO_DIST.search(res.stdout + res.stderr)
         if (
             missing is None
@@ -103,6 +113,30 @@ def _fill(cached: Path, requirements: list[str], python_version: str, platforms:
     (staging / ".complete").write_text("\n".join(sorted(p.name for p in staging.glob("*.whl"))))
     shutil.rmtree(cached, ignore_errors=True)
     staging.rename(cached)
+
+
+def _unmet_for_target(wheel_dir: Path, python_version: str) -> list[str]:
+    """Requirements of the wheels in `wheel_dir` that apply on the target Python and that no
+    wheel there provides (markers evaluated for the target, not the host)."""
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    env = default_environment()
+    env.update(python_version=python_version, python_full_version=f"{python_version}.0", extra="")
+    have, needs = set(), []
+    for wheel in wheel_dir.glob("*.whl"):
+        have.add(canonicalize_name(wheel.name.split("-")[0]))
+        with zipfile.ZipFile(wheel) as zf:
+            meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = zf.read(meta).decode("utf-8", "replace") if meta else ""
+        for line in text.splitlines():
+            if line.startswith("Requires-Dist:"):
+                req = Requirement(line.split(":", 1)[1].strip())
+                if req.marker is None or req.marker.evaluate(env):
+                    needs.append(req)
+    missing = {canonicalize_name(r.name): r for r in needs if canonicalize_name(r.name) not in have}
+    return [f"{r.name}{r.specifier}" for r in missing.values()]
 
 
 def _pip_download(requirements, dest: Path, python_version: str, platforms: list[str]):
