@@ -1,0 +1,241 @@
+"""The batch runner: (task x run) episodes on a thread pool, each stored the moment it ends.
+
+Each episode is mostly waiting (on containers and on the model server), so threads are enough;
+W workers means W episodes in flight. Episodes already on disk are skipped, which is all that
+resuming takes. An infrastructure failure is retried up to `infra_retries` times and, if it
+persists, stored as INFRA_ERROR: its own count, never an unresolved.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from deepswe.data.task import Task
+from deepswe.env.agent.loop import EpisodeLimits
+from deepswe.env.episode import run_task
+from deepswe.env.grading.outcomes import Outcome
+from deepswe.env.policies import Policy, policy_class
+from deepswe.env.sandbox import SandboxLimits
+from deepswe.env.trajectory import Ending, Trajectory
+from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
+
+
+@dataclass
+class RunnerConfig:
+    """How episodes are run. Protocol-relevant fields are mirrored in the ProtocolCard."""
+
+    policy: str = "gold"
+    model: str | None = None
+    base_url: str | None = None
+    temperature: float = 1.0
+    max_tokens: int | None = None
+    replay_dir: Path | None = None
+    policy_args: dict[str, str] = field(default_factory=dict)
+    runs: int = 1
+    workers: int = 1
+    infra_retries: int = 2
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    sandbox_limits: SandboxLimits = field(default_factory=SandboxLimits)
+    backend: str = "docker"
+
+
+def make_policy(cfg: RunnerConfig, task: Task, run: int) -> Policy:
+    """A fresh policy for one episode (scripted policies keep per-episode state)."""
+    if cfg.policy == "gold":
+        if not task.gold_patch:
+            raise ValueError(
+                f"{task.instance_id}: policy gold needs a gold patch; the task has none"
+            )
+        return policy_class("gold")(task.gold_patch)
+    if cfg.policy == "empty":
+        return policy_class("empty")()
+    if cfg.policy == "replay":
+        if cfg.replay_dir is None:
+            raise ValueError("policy replay needs --replay-dir")
+        return replay_policy(replay_path(cfg.replay_dir, task.instance_id, run))
+    if cfg.policy == "openai":
+        if not (cfg.base_url and cfg.model):
+            raise ValueError("policy openai needs --base-url and --model")
+        return policy_class("openai")(
+            base_url=cfg.base_url,
+            model=cfg.model,
+            temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens,
+        )
+    # a plugged-in policy (registry name or module:Class), built from --policy-arg key=value
+    return policy_class(cfg.policy)(**cfg.policy_args)
+
+
+def replay_policy(path: Path) -> Policy:
+    """A ReplayPolicy for a trajectory file, or for one of our episode records (whose
+    trajectory sits under "trajectory")."""
+    cls = policy_class("replay")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if "trajectory" not in doc:
+        return cls(path)
+    if not doc["trajectory"]:
+        raise ValueError(f"{path}: the recorded episode has no trajectory to replay")
+    policy = cls.__new__(cls)  # same policy, replies taken from the record's steps
+    policy.replies, policy.turn = [s["assistant"] for s in doc["trajectory"]["steps"]], 0
+    return policy
+
+
+def replay_path(root: Path, instance_id: str, run: int) -> Path:
+    """A recorded trajectory for (task, run): a run folder's layout, or one file per task."""
+    for candidate in (
+        root / "episodes" / instance_id / f"run-{run}.json",
+        root / instance_id / f"run-{run}.json",
+        root / f"{instance_id}.json",
+    ):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"no recorded trajectory for {instance_id} run {run} under {root}")
+
+
+def _is_infra(traj: Trajectory) -> bool:
+    return traj.ending is Ending.INFRA_ERROR or traj.outcome == Outcome.INFRA_ERROR.value
+
+
+def _trajectory_json(traj: Trajectory) -> dict:
+    doc = traj.model_dump(mode="json")
+    doc["prompt_tokens"], doc["completion_tokens"] = traj.prompt_tokens, traj.completion_tokens
+    return doc
+
+
+def run_one(task: Task, run: int, cfg: RunnerConfig) -> EpisodeRecord:
+    """One (task, run) with bounded infra retries; never raises for an episode's failure."""
+    started = time.time()
+    reason = ""
+    traj_doc: dict | None = None
+    for attempt in range(1, cfg.infra_retries + 2):
+        try:
+            traj = run_task(
+                task,
+                make_policy(cfg, task, run),
+                limits=cfg.limits,
+                backend=cfg.backend,
+                sandbox_limits=cfg.sandbox_limits,
+            )
+        except (ValueError, FileNotFoundError):
+            raise  # bad input (no gold patch, no recording): the user must fix it, not retry
+        except Exception as exc:  # the harness itself failed: an infra error, retried
+            reason = f"harness: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+            continue
+        traj_doc = _trajectory_json(traj)
+        if not _is_infra(traj):
+            return EpisodeRecord(
+                instance_id=task.instance_id,
+                run=run,
+                repo=task.repo,
+                status=EpisodeStatus.GRADED,
+                outcome=traj.outcome,
+                attempts=attempt,
+                started_at=started,
+                finished_at=time.time(),
+                trajectory=traj_doc,
+            )
+        reason = traj.ending_detail or str(traj.grade_detail.get("reason", "infra error"))
+    return EpisodeRecord(
+        instance_id=task.instance_id,
+        run=run,
+        repo=task.repo,
+        status=EpisodeStatus.INFRA_ERROR,
+        outcome=Outcome.INFRA_ERROR.value,
+        attempts=cfg.infra_retries + 1,
+        reason=reason[-2000:],
+        started_at=started,
+        finished_at=time.time(),
+        trajectory=traj_doc,
+    )
+
+
+def unsupported_record(task: Task, run: int, reason: str) -> EpisodeRecord:
+    now = time.time()
+    return EpisodeRecord(
+        instance_id=task.instance_id,
+        run=run,
+        repo=task.repo,
+        status=EpisodeStatus.UNSUPPORTED_ENV,
+        attempts=0,
+        reason=reason,
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def run_all(
+    tasks: list[Task],
+    cfg: RunnerConfig,
+    store: RunStore,
+    *,
+    unsupported: dict[str, str] | None = None,
+    console: Console | None = None,
+    on_record: Callable[[EpisodeRecord], None] | None = None,
+) -> Counter:
+    """Run every (task, run) not yet on disk; returns the counts of the episodes run now.
+
+    `unsupported` maps instance ids to the reason no environment serves them: those get an
+    UNSUPPORTED_ENV record per run, no episode.
+    """
+    unsupported = unsupported or {}
+    store.clean()
+    done = store.done()
+    pending = [(t, k) for t in tasks for k in range(cfg.runs) if (t.instance_id, k) not in done]
+    total = len(tasks) * cfg.runs
+    prior = [r for r in store.records() if r.instance_id in {t.instance_id for t in tasks}]
+    counts: Counter = Counter()
+    resolved = sum(r.resolved for r in prior)
+    console = console or Console(stderr=True)
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("resolved {task.fields[resolved]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("episodes", total=total, completed=len(prior), resolved=resolved)
+        with ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="episode") as pool:
+            futures = {}
+            for task, k in pending:
+                if task.instance_id in unsupported:
+                    record = unsupported_record(task, k, unsupported[task.instance_id])
+                    store.save(record)
+                    counts[record.status.value] += 1
+                    progress.advance(bar)
+                    continue
+                futures[pool.submit(_run_and_save, task, k, cfg, store)] = (task, k)
+            for fut in as_completed(futures):
+                record = fut.result()
+                counts[record.outcome or record.status.value] += 1
+                resolved += record.resolved
+                progress.update(bar, advance=1, resolved=resolved)
+                if on_record:
+                    on_record(record)
+    return counts
+
+
+def _run_and_save(task: Task, run: int, cfg: RunnerConfig, store: RunStore) -> EpisodeRecord:
+    # Saved in the worker thread, the moment the episode ends: a kill right after loses nothing.
+    record = run_one(task, run, cfg)
+    store.save(record)
+    return record

@@ -1,0 +1,102 @@
+"""A deterministic toy dataset: real bugs in a real git repository made on the spot.
+
+Used by the tests and the harness benchmark. All tasks share one repository and base commit, so
+they share one task image (built once, ~seconds); each task has its own bug, gold patch and
+hidden test. A later commit holds every fix, so a sandbox that leaks history would show it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+
+# name -> (correct body, buggy body, hidden test body)
+FUNCS: dict[str, tuple[str, str, str]] = {
+    "add": ("return a + b", "return a - b", "assert add(2, 3) == 5"),
+    "mul": ("return a * b", "return a + b", "assert mul(3, 4) == 12"),
+    "sub": ("return a - b", "return b - a", "assert sub(5, 2) == 3"),
+    "neg": ("return -a", "return a", "assert neg(4) == -4"),
+}
+
+
+def _module(bugs: set[str]) -> str:
+    out = []
+    for name, (good, bad, _) in FUNCS.items():
+        args = "a" if name == "neg" else "a, b"
+        out.append(f"def {name}({args}):\n    {bad if name in bugs else good}\n")
+    return "\n\n".join(out)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def _diff(repo: Path, path: str, new: str) -> str:
+    """The diff turning the committed `path` into `new`, leaving the worktree as it was."""
+    target = repo / path
+    old = target.read_text() if target.exists() else None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(new)
+    _git(repo, "add", "-N", path)
+    out = _git(repo, "diff", "--", path)
+    _git(repo, "reset", "-q", "--", path)
+    if old is None:
+        target.unlink()
+    else:
+        target.write_text(old)
+    return out
+
+
+def make_toy_tasks(root: Path, n: int = 4) -> list[Task]:
+    """`n` (<= 4) tasks over one repository created under `root`."""
+    names = list(FUNCS)[:n]
+    repo = Path(root) / "toycalc"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "toycalc").mkdir()
+    (repo / "toycalc" / "__init__.py").write_text("")
+    (repo / "toycalc" / "ops.py").write_text(_module(set(names)))
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_smoke.py").write_text(
+        "import toycalc.ops\n\n\ndef test_import():\n    assert toycalc.ops\n"
+    )
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "toycalc with bugs")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    tasks = []
+    for name in names:
+        fixed = _module(set(names) - {name})
+        test = f"from toycalc.ops import {name}\n\n\ndef test_{name}():\n    {FUNCS[name][2]}\n"
+        tasks.append(
+            Task(
+                instance_id=f"toycalc__toycalc-{name}",
+                repo="toy/toycalc",
+                base_commit=base,
+                problem_statement=f"`{name}` gives the wrong answer: {FUNCS[name][2]} fails.",
+                source=TaskSource.CUSTOM,
+                environment=EnvironmentSpec(source=str(repo), pip=["pytest"]),
+                test_spec=TestSpec(command="python -m pytest -rA tests", log_parser="pytest"),
+                hidden=HiddenTests(
+                    fail_to_pass=[f"tests/test_hidden_{name}.py::test_{name}"],
+                    pass_to_pass=["tests/test_smoke.py::test_import"],
+                    test_patch=_diff(repo, f"tests/test_hidden_{name}.py", test),
+                ),
+                gold_patch=_diff(repo, "toycalc/ops.py", fixed),
+            )
+        )
+    (repo / "toycalc" / "ops.py").write_text(_module(set()))
+    _git(repo, "commit", "-qam", "every fix")
+    return tasks
+
+
+def write_tasks(tasks: list[Task], path: Path) -> Path:
+    """One Task JSON a line, the format `load_tasks` reads."""
+    path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    return path

@@ -1,0 +1,88 @@
+"""The CLI's other paths end to end on the toy tasks: replaying a run's trajectories, grading
+its predictions with `grade`, rebuilding the report, and the swe-mini name's clear error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepswe.env.images.task import ensure_task_image
+from deepswe.eval.toy import make_toy_tasks, write_tasks
+
+CLI = str(Path(sys.executable).with_name("deepswe-eval"))
+
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.docker
+def test_replay_grade_and_report_agree_with_the_gold_run(tmp_path):
+    tasks = make_toy_tasks(tmp_path / "src", n=2)
+    data = write_tasks(tasks, tmp_path / "tasks.jsonl")
+    ensure_task_image(tasks[0], log=lambda _: None)
+    common = ["--dataset", str(data), "--workers", "2", "--memory", "1g"]
+    gold = tmp_path / "gold"
+    assert _run("run", "--policy", "gold", "--out", str(gold), *common).returncode == 0
+    # replaying the gold trajectories through the real tools resolves the same tasks
+    replay = tmp_path / "replay"
+    res = _run(
+        "run", "--policy", "replay", "--replay-dir", str(gold), "--out", str(replay), *common
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads((replay / "metrics.json").read_text())["counts"] == {"resolved": 2}
+    # a plugged-in policy by dotted path, with constructor arguments from --policy-arg
+    iid = tasks[0].instance_id
+    recorded = tmp_path / "traj.json"
+    record = json.loads((gold / "episodes" / iid / "run-0.json").read_text())
+    recorded.write_text(json.dumps(record["trajectory"]))
+    plug = tmp_path / "plug"
+    res = _run(
+        "run",
+        "--policy",
+        "deepswe.env.policies.replay:ReplayPolicy",
+        "--policy-arg",
+        f"path={recorded}",
+        "--ids",
+        iid,
+        "--out",
+        str(plug),
+        *common,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads((plug / "metrics.json").read_text())["counts"] == {"resolved": 1}
+    assert json.loads((plug / "config.json").read_text())["policy_args"] == {"path": str(recorded)}
+    # the predictions file graded on its own, plus one empty patch: same verdicts
+    preds = [json.loads(x) for x in (gold / "predictions/run-0.jsonl").read_text().splitlines()]
+    preds[1]["model_patch"] = ""
+    pfile = tmp_path / "preds.jsonl"
+    pfile.write_text("".join(json.dumps(p) + "\n" for p in preds))
+    res = _run(
+        "grade", "--predictions", str(pfile), "--dataset", str(data), "--out", str(tmp_path / "g")
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    summary = json.loads((tmp_path / "g/summary.json").read_text())
+    assert summary["counts"] == {"resolved": 1, "unresolved": 1}
+    assert summary["resolved_ids"] == [preds[0]["instance_id"]]
+    report = json.loads((tmp_path / "g" / preds[1]["instance_id"] / "report.json").read_text())
+    assert report[preds[1]["instance_id"]]["resolved"] is False
+    # `report` rebuilds the same metrics from disk
+    before = json.loads((gold / "metrics.json").read_text())
+    (gold / "metrics.json").unlink()
+    (gold / "report.md").unlink()
+    assert _run("report", str(gold)).returncode == 0
+    assert json.loads((gold / "metrics.json").read_text()) == before
+    assert "## Protocol card" in (gold / "report.md").read_text()
+
+
+def test_swe_mini_name_without_its_file_says_what_to_do(tmp_path):
+    missing = tmp_path / "data/swe-mini/tasks.jsonl"
+    env = {**os.environ, "DEEPSWE_SWE_MINI": str(missing)}
+    res = _run("run", "--dataset", "swe-mini", "--out", str(tmp_path / "r"), env=env)
+    assert res.returncode == 2
+    assert f"{missing} does not exist" in res.stderr and "make data-synth" in res.stderr

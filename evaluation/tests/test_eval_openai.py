@@ -1,0 +1,144 @@
+"""The openai policy through the harness against a real HTTP endpoint: a small
+OpenAI-compatible server in this process that answers with each task's gold edits, and a dead
+endpoint, which must come out as infra_error after the retries, never as unresolved."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from deepswe.env.images.task import ensure_task_image
+from deepswe.env.policies.scripted import FINISH, patch_to_actions
+from deepswe.env.sandbox import SandboxLimits
+from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.eval.store import EpisodeStatus, RunStore
+from deepswe.eval.toy import make_toy_tasks, write_tasks
+
+pytestmark = pytest.mark.docker
+CLI = str(Path(sys.executable).with_name("deepswe-eval"))
+
+
+def _server(tasks, seen: list[dict]) -> ThreadingHTTPServer:
+    """Replies turn i of the task named in the chat with its i-th gold action; reports usage."""
+    scripts = {t.instance_id: [*patch_to_actions(t.gold_patch), FINISH] for t in tasks}
+    by_statement = {t.problem_statement: t.instance_id for t in tasks}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"model": body["model"], "temperature": body.get("temperature")})
+            chat = body["messages"]
+            iid = next(v for k, v in by_statement.items() if k in chat[1]["content"])
+            turn = sum(m["role"] == "assistant" for m in chat)
+            text = scripts[iid][min(turn, len(scripts[iid]) - 1)]
+            prompt = sum(len(m["content"]) for m in chat) // 4
+            out = {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": 11,
+                    "total_tokens": prompt + 11,
+                },
+            }
+            data = json.dumps(out).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    tasks = make_toy_tasks(root, n=2)
+    ensure_task_image(tasks[0], log=lambda _: None)
+    return tasks, write_tasks(tasks, root / "tasks.jsonl")
+
+
+def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
+    tasks, data = toy
+    seen: list[dict] = []
+    srv = _server(tasks, seen)
+    out = tmp_path / "run"
+    try:
+        res = subprocess.run(
+            [
+                CLI,
+                "run",
+                "--dataset",
+                str(data),
+                "--policy",
+                "openai",
+                "--runs",
+                "2",
+                "--workers",
+                "2",
+            ]
+            + ["--base-url", f"http://127.0.0.1:{srv.server_port}/v1", "--model", "toy-model"]
+            + ["--temperature", "0.7", "--memory", "1g", "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OPENAI_API_KEY": "k"},
+        )
+    finally:
+        srv.shutdown()
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert {(s["model"], s["temperature"]) for s in seen} == {("toy-model", 0.7)}
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["counts"] == {"resolved": 4}
+    assert m["completion_tokens"]["min"] == 11 * 2  # one edit + finish per episode, 11 each
+    assert m["prompt_tokens"]["min"] > 0
+    card = json.loads((out / "config.json").read_text())
+    assert (card["model"], card["temperature"]) == ("toy-model", 0.7)
+    pred = json.loads((out / "predictions/run-1.jsonl").read_text().splitlines()[0])
+    assert pred["model_name_or_path"] == "toy-model" and "+    return a + b" in pred["model_patch"]
+
+
+def test_dead_endpoint_is_infra_error_after_retries(toy, tmp_path):
+    tasks, _ = toy
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = RunnerConfig(
+        policy="openai",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model="m",
+        runs=1,
+        infra_retries=1,
+        sandbox_limits=SandboxLimits(memory="1g"),
+    )
+    store = RunStore(tmp_path / "run")
+    counts = run_all(tasks[:1], cfg, store, console=Console(file=io.StringIO()))
+    assert counts == {"infra_error": 1}
+    (rec,) = store.records()
+    assert (rec.status, rec.attempts) == (EpisodeStatus.INFRA_ERROR, 2)
+    assert rec.trajectory["ending"] == "infra_error"

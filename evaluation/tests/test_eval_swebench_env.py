@@ -1,0 +1,233 @@
+"""SWE-bench rows -> tasks our registry-free images can build, using swebench's own specs, with a
+tiny local git repository standing in for the --repo-mirror clone (no network)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deepswe.data.loaders.swebench import swebench_row_to_task
+from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.eval.store import EpisodeStatus, RunStore
+from deepswe.eval.swebench_env import (
+    OFFLINE_PIP,
+    UnsupportedEnv,
+    build_from_source,
+    conda_to_pip,
+    directives_of,
+    prepare,
+)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def _commit(repo: Path, files: dict[str, str], msg: str) -> str:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", msg)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+TEST_PATCH = (
+    "diff --git a/tests/model_fields/test_decimal.py b/tests/model_fields/test_decimal.py\n"
+    "--- a/tests/model_fields/test_decimal.py\n+++ b/tests/model_fields/test_decimal.py\n"
+    "@@ -1 +1,2 @@\n x = 1\n+y = 2\n"
+    "diff --git a/docs/notes.txt b/docs/notes.txt\n--- a/docs/notes.txt\n+++ b/docs/notes.txt\n"
+    "@@ -1 +1,2 @@\n a\n+b\n"
+)
+
+
+def _row(repo: str, version: str, base: str, env_commit: str | None = None, test_patch=TEST_PATCH):
+    return {
+        "repo": repo,
+        "instance_id": f"{repo.replace('/', '__')}-{version.replace('.', '')}1",
+        "base_commit": base,
+        "environment_setup_commit": env_commit or base,
+        "version": version,
+        "problem_statement": "it breaks",
+        "patch": "",
+        "test_patch": test_patch,
+        "FAIL_TO_PASS": json.dumps(["test_a (model_fields.test_decimal.T)"]),
+        "PASS_TO_PASS": "[]",
+    }
+
+
+@pytest.fixture
+def django_mirror(tmp_path) -> tuple[Path, str, str]:
+    mirror = tmp_path / "mirror"
+    repo = mirror / "django__django"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    base = _commit(
+        repo,
+        {
+            "tests/requirements/py3.txt": "old-dep==1\n",
+            "tests/model_fields/test_decimal.py": "x = 1\n",
+        },
+        "base",
+    )
+    # swebench reads requirements at environment_setup_commit, not base_commit; the include
+    # comes first and the lines it drops (editable self, comments) are dropped.
+    env = _commit(
+        repo,
+        {
+            "tests/requirements/py3.txt": "-e .\n# pinned\nasgiref >= 3.7.0\n-r extra.txt\nsqlparse>=0.3.1\n",
+            "tests/requirements/extra.txt": "pytz\n",
+        },
+        "env setup",
+    )
+    return mirror, base, env
+
+
+def test_django_maps_to_bookworm_with_its_specs_and_directives(django_mirror):
+    mirror, base, env = django_mirror
+    task = build_from_source(swebench_row_to_task(_row("django/django", "5.1", base, env)), mirror)
+    spec = task.environment
+    assert task.image is None and spec.base == "bookworm"  # django 5.1: python 3.11
+    assert spec.source == str(mirror / "django__django")
+    assert spec.pip == ["pytz", "asgiref >= 3.7.0", "sqlparse>=0.3.1"]
+    assert spec.install == [f"{OFFLINE_PIP}; python -m pip install -e ."]
+    # test_cmd + Django's dotted directive; docs/notes.txt is not a test file
+    assert (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 model_fields.test_decimal"
+        in task.test_spec.command
+    )
+    assert task.test_spec.log_parser == "swebench"
+    assert directives_of(task) == ["model_fields.test_decimal"]
+
+
+def test_python_36_django_is_unsupported_not_graded(django_mirror, tmp_path):
+    mirror, base, _ = django_mirror
+    old = swebench_row_to_task(_row("django/django", "3.0", base))  # swebench: python 3.6
+    with pytest.raises(UnsupportedEnv, match=r"Python 3\.6"):
+        prepare(old, mode="build", mirror=mirror)
+    # the runner records it per run as unsupported_env, with no episode and no grade
+    store = RunStore(tmp_path / "run")
+    counts = run_all(
+        [old], RunnerConfig(runs=2), store, unsupported={old.instance_id: "python 3.6"}
+    )
+    recs = store.records()
+    assert counts == {"unsupported_env": 2}
+    assert [(r.status, r.outcome, r.trajectory) for r in recs] == [
+        (EpisodeStatus.UNSUPPORTED_ENV, None, None)
+    ] * 2
+
+
+def test_conda_environment_yml_is_unsupported(django_mirror):
+    mirror, base, _ = django_mirror
+    task = swebench_row_to_task(_row("pydata/xarray", "2022.06", base))
+    with pytest.raises(UnsupportedEnv, match="environment.yml|Python 3.10"):
+        build_from_source(task, mirror)
+
+
+def test_requests_uses_bullseye_and_pytest_directives(tmp_path):
+    patch = "diff --git a/tests/test_requests.py b/tests/test_requests.py\n--- a/tests/test_requests.py\n+++ b/tests/test_requests.py\n"
+    task = swebench_row_to_task(_row("psf/requests", "2.31", "abc", test_patch=patch))
+    built = build_from_source(task, None)  # no mirror: the GitHub URL is the source
+    assert built.environment.base == "bullseye" and built.environment.pip == ["pytest"]
+    assert built.environment.source == "https://github.com/psf/requests.git"
+    assert built.test_spec.command.endswith("pytest -rA tests/test_requests.py\n)")
+
+
+def test_conda_package_lists_become_pip_requirements():
+    assert conda_to_pip("'numpy==1.19.2' 'scipy==1.5.2' cython=0.29 pytest") == [
+        "numpy==1.19.2",
+        "scipy==1.5.2",
+        "cython==0.29",
+        "pytest",
+    ]
+
+
+RUNTESTS = '''#!/usr/bin/env python
+"""A stand-in for Django's runner: unittest at verbosity 2 over dotted labels under tests/."""
+import sys
+import unittest
+
+sys.path.insert(0, "tests")
+labels = [a for a in sys.argv[1:] if not a.startswith("-") and a != "1"]
+suite = unittest.defaultTestLoader.loadTestsFromNames(labels)
+unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+'''
+FIELD_BUG = "def quantize(x):\n    return round(x, 1)\n"
+FIELD_OK = "def quantize(x):\n    return round(x, 2)\n"
+TEST_OLD = "import unittest\n\nfrom minidj import quantize\n\n\nclass T(unittest.TestCase):\n    def test_int(self):\n        self.assertEqual(quantize(2), 2)\n"
+TEST_NEW = (
+    TEST_OLD + "\n    def test_two_places(self):\n        self.assertEqual(quantize(1.234), 1.23)\n"
+)
+
+
+def _diff(repo: Path, path: str, new: str) -> str:
+    old = (repo / path).read_text()
+    (repo / path).write_text(new)
+    out = subprocess.run(
+        ["git", "-C", str(repo), "diff", "--", path], capture_output=True, text=True
+    ).stdout
+    (repo / path).write_text(old)
+    return out
+
+
+@pytest.mark.docker
+def test_a_django_style_instance_builds_from_the_mirror_and_grades_with_swebench_rules(tmp_path):
+    """End to end with no registry: specs -> our bookworm image -> gold resolved, empty not."""
+    from deepswe.env.episode import grade_patch
+    from deepswe.env.images.task import ensure_task_image
+    from deepswe.env.sandbox import SandboxLimits
+
+    repo = tmp_path / "mirror" / "django__django"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    files = {
+        "setup.py": "from setuptools import setup\nsetup(name='minidj', version='5.1', py_modules=['minidj'])\n",
+        "minidj.py": FIELD_BUG,
+        "tests/runtests.py": RUNTESTS,
+        "tests/model_fields/__init__.py": "",
+        "tests/model_fields/test_decimal.py": TEST_OLD,
+        "tests/requirements/py3.txt": "setuptools>=68\nwheel\n",
+    }
+    base = _commit(repo, files, "base")
+    (repo / "tests/runtests.py").chmod(0o755)
+    base = _commit(repo, {}, "exec bit") if _git(repo, "status", "--porcelain") else base
+    gold, tpatch = (
+        _diff(repo, "minidj.py", FIELD_OK),
+        _diff(repo, "tests/model_fields/test_decimal.py", TEST_NEW),
+    )
+    row = _row("django/django", "5.1", base, test_patch=tpatch)
+    row["patch"] = gold
+    row["FAIL_TO_PASS"] = json.dumps(
+        ["test_two_places (model_fields.test_decimal.T.test_two_places)"]
+    )
+    row["PASS_TO_PASS"] = json.dumps(["test_int (model_fields.test_decimal.T.test_int)"])
+    task = build_from_source(swebench_row_to_task(row), tmp_path / "mirror")
+    ensure_task_image(task, log=lambda _: None)
+    limits = SandboxLimits(memory="1g", pids=256)
+    result, log = grade_patch(task, gold, sandbox_limits=limits)
+    assert result.outcome.value == "resolved", log[-2000:]
+    assert "re-install failed" not in log
+    result, log = grade_patch(task, "", sandbox_limits=limits)
+    assert result.outcome.value == "unresolved" and result.f2p_failed, log[-2000:]
+
+
+def test_official_image_mode_runs_in_its_conda_env(django_mirror):
+    mirror, base, env = django_mirror
+    task = swebench_row_to_task(_row("django/django", "5.1", base, env))
+    on_image = prepare(task, mode="auto", mirror=mirror, image_exists=lambda name: True)
+    assert on_image.image == "swebench/sweb.eval.x86_64.django_1776_django-511"
+    assert on_image.environment is None
+    assert on_image.test_spec.command.startswith(
+        "( source /opt/miniconda3/bin/activate && conda activate testbed"
+    )
+    # no such image in the engine: built from source instead
+    built = prepare(task, mode="auto", mirror=mirror, image_exists=lambda name: False)
+    assert built.image is None and built.environment.base == "bookworm"
