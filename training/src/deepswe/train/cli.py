@@ -1,12 +1,143 @@
-"""The deepswe-train command line. Its verbs are not built yet; it says so and exits non-zero."""
+"""`deepswe-train`: build the tiny model, check a training config, train.
+
+    deepswe-train init-model --out runs/models/tiny-qwen3
+    deepswe-train validate-config configs/tiny.yaml [a.b=value ...]
+    deepswe-train train --config configs/tiny.yaml [a.b=value ...] [--out runs/ID] [--resume]
+
+Exit codes: 0 done; 1 the config (or an override) is invalid, or the run folder is in the way;
+3 the config is valid but this machine or this build cannot run it (GPUs missing, an engine or
+backend not built yet).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
+import yaml
 
-app = typer.Typer(help="deepswe-train (not built yet)", no_args_is_help=True)
+app = typer.Typer(
+    help="deepswe-train: GRPO++ training of SWE agents (DeepSWE recipe).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_INVALID, EXIT_CANNOT_RUN = 1, 3
+_OVERRIDES_HELP = "Config overrides, each `section.key=value` (value parsed as YAML)."
 
 
-@app.callback(invoke_without_command=True)
-def main() -> None:
-    """Refuse honestly until the verbs exist."""
-    typer.echo("deepswe-train: not built yet (see the open issues); nothing was run.", err=True)
-    raise typer.Exit(2)
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+def _model_found(path: str) -> bool:
+    """A local HF folder, or a hub id already in the local cache (models are never fetched)."""
+    if Path(path).is_dir():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        return isinstance(try_to_load_from_cache(path, "config.json"), str)
+    except HFValidationError:  # not shaped like a hub id either
+        return False
+
+
+def _machine_problems(cfg) -> list[str]:  # cfg: TrainConfig
+    """Why this machine or build cannot run `cfg` (empty: it can). The hardware is looked at
+    first, so a GPU profile on a CPU box says so even while its engine is not built."""
+    import torch
+
+    from deepswe.train.trainer import check_runnable
+
+    problems = []
+    have = torch.cuda.device_count()
+    if cfg.cluster.gpus > have:
+        problems.append(f"cluster.gpus: this profile needs {cfg.cluster.gpus} GPUs; found {have}")
+    if not _model_found(cfg.model.path):
+        problems.append(
+            f"model.path {cfg.model.path!r}: not a local folder, nor a model in the local Hugging "
+            f"Face cache (build a tiny one: deepswe-train init-model --out {cfg.model.path}; or "
+            "download the hub model beforehand)"
+        )
+    try:
+        check_runnable(cfg)
+    except (RuntimeError, ValueError) as e:  # NotBuiltError, unknown plugin, missing device
+        if str(e) not in problems:
+            problems.append(str(e))
+    return problems
+
+
+@app.command("init-model")
+def init_model(
+    out: Path = typer.Option(..., "--out", help="Folder to write the HF model + tokenizer to."),
+    size: str = typer.Option("tiny", "--size", help="Model shape: tiny (2 layers, hidden 64) "
+                             "or small (4 layers, hidden 128)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random initialisation."),
+) -> None:  # fmt: skip
+    """Build a randomly initialised Qwen3-architecture model with Qwen's real tokenizer (no hub)."""
+    from deepswe.train.models import SIZES, init_tiny_model
+
+    if size not in SIZES:
+        raise _fail(f"--size {size!r}: known sizes are {', '.join(SIZES)}", EXIT_INVALID)
+    try:
+        m = init_tiny_model(out, size=size, seed=seed)
+    except FileExistsError as e:
+        raise _fail(str(e), EXIT_INVALID) from None
+    typer.echo(
+        f"wrote {m.path}: Qwen3 {size}, {m.parameters:,} parameters, vocabulary {m.vocab_size:,}"
+    )
+
+
+@app.command("validate-config")
+def validate_config(
+    config: Path = typer.Argument(..., help="Training profile (YAML), e.g. configs/tiny.yaml."),
+    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
+) -> None:
+    """Validate a profile + overrides, print the fully resolved config, then check that this
+    machine can run it."""
+    from deepswe.train.config import ConfigError, load_config, resolved
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as e:
+        raise _fail(str(e), EXIT_INVALID) from None
+    typer.echo(yaml.safe_dump(resolved(cfg), sort_keys=False), nl=False)
+    problems = _machine_problems(cfg)
+    if problems:
+        lines = "\n  ".join(problems)
+        raise _fail(f"{config}: the config is valid, but it cannot run here:\n  {lines}",
+                    EXIT_CANNOT_RUN)  # fmt: skip
+    typer.echo(f"{config}: valid, and runnable on this machine", err=True)
+
+
+@app.command("train")
+def train(
+    config: Path = typer.Option(..., "--config", help="Training profile (YAML), e.g. "
+                                "configs/tiny.yaml."),
+    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
+    out: Path | None = typer.Option(None, "--out", help="Run folder (default: runs/<run.name>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the run folder's latest "
+                                "checkpoint (the config must be the same but for run.steps)."),
+) -> None:  # fmt: skip
+    """Run GRPO++ training: rollouts, advantages, updates, checkpoints, metrics under runs/ID."""
+    from deepswe.train.config import ConfigError, load_config
+    from deepswe.train.trainer import train_from_files
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as e:
+        raise _fail(str(e), EXIT_INVALID) from None
+    problems = _machine_problems(cfg)
+    if problems:
+        raise _fail(f"{config}: cannot run here:\n  " + "\n  ".join(problems), EXIT_CANNOT_RUN)
+    try:
+        run_dir = train_from_files(config, overrides or [], out=out, resume=resume)
+    except (ConfigError, FileNotFoundError) as e:  # run folder in the way, nothing to resume
+        raise _fail(str(e), EXIT_INVALID) from None
+    typer.echo(f"done: {run_dir} (metrics.jsonl, checkpoints/, trajectories/)")
+
+
+if __name__ == "__main__":
+    app()
