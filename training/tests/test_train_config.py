@@ -68,10 +68,9 @@ def test_bad_values_name_file_and_key(tmp_path):
         validate({"model": {"path": "m"}}, "x")
 
 
-def test_the_unbuilt_vllm_engine_fails_clearly(tmp_path):
-    cfg = load_config(write(tmp_path, BASE), ["engine.name=vllm"])  # the config itself is valid
-    with pytest.raises(NotBuiltError, match="inference engine 'vllm' is not built yet"):
-        check_runnable(cfg)
+def test_the_vllm_engine_is_resolved_by_name(tmp_path):
+    cfg = load_config(write(tmp_path, BASE), ["engine.name=vllm"])
+    assert check_runnable(cfg)[0].__name__ == "VLLMEngine"
 
 
 def test_a_named_backend_whose_module_is_missing_is_not_built_yet(tmp_path, monkeypatch):

@@ -1,8 +1,9 @@
 """Inference engines: sample replies (token ids + exact log-probs) and take new weights.
 
 One engine per sibling file, looked up lazily by name or `module:Class` path (ENGINES):
-`hf` (in-process transformers, built), `vllm` (not built yet). Every engine passes the shared
-conformance tests in training/tests/test_train_conformance.py.
+`hf` (in-process transformers), `vllm` (a vLLM server in its own virtualenv, sampled over
+HTTP: engines/vllm.py). Every engine passes the shared conformance tests in
+training/tests/test_train_conformance.py.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ class InferenceEngine(Protocol):
 
 ENGINES: dict[str, str] = {
     "hf": "deepswe.train.engines.hf:HFEngine",
-    # Not built yet: the registry names it so configs validate and the error is clear.
     "vllm": "deepswe.train.engines.vllm:VLLMEngine",
 }
 
