@@ -135,6 +135,14 @@ def test_train_from_files_will_not_overwrite_a_run(model_dir, tmp_path):
         train_from_files(profile, [], tmp_path / "run")
     train_from_files(profile, ["run.steps=2"], tmp_path / "run", resume=True)
     assert [m["step"] for m in metrics(out)] == [1, 2]
+    # The last checkpoint's model is exported in HF format for `make eval`.
+    from transformers import AutoModelForCausalLM
+
+    final = AutoModelForCausalLM.from_pretrained(out / "final")
+    last = AutoModelForCausalLM.from_pretrained(out / "checkpoints/step-000002/model")
+    assert all(
+        torch.equal(a, b) for a, b in zip(final.state_dict().values(), last.state_dict().values())
+    )
 
 
 @pytest.mark.slow

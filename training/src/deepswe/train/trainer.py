@@ -10,6 +10,8 @@ bitwise deterministic).
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -243,4 +245,18 @@ def train_from_files(
         raise ConfigError(f"{run_dir} already holds checkpoints: pass --resume or another --out")
     trainer = Trainer.setup(cfg, run_dir, resume=resume)
     trainer.train()
+    export_final(run_dir)
     return run_dir
+
+
+def export_final(run_dir: Path) -> Path:
+    """Copy the last checkpoint's HF-format model to runs/ID/final, which `make eval` loads."""
+    ckpt = latest_checkpoint(run_dir / "checkpoints")
+    if ckpt is None or not (ckpt / "model").is_dir():
+        raise FileNotFoundError(f"{run_dir}/checkpoints holds no model to export")
+    final, tmp = run_dir / "final", run_dir / ".final.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(ckpt / "model", tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
