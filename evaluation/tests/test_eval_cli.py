@@ -1,10 +1,9 @@
 """The CLI's other paths end to end on the toy tasks: replaying a run's trajectories, grading
-its predictions with `grade`, rebuilding the report, and the swe-mini name's clear error."""
+its predictions with `grade`, rebuilding the report."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,11 +77,3 @@ def test_replay_grade_and_report_agree_with_the_gold_run(tmp_path):
     assert _run("report", str(gold)).returncode == 0
     assert json.loads((gold / "metrics.json").read_text()) == before
     assert "## Protocol card" in (gold / "report.md").read_text()
-
-
-def test_swe_mini_name_without_its_file_says_what_to_do(tmp_path):
-    missing = tmp_path / "data/swe-mini/tasks.jsonl"
-    env = {**os.environ, "DEEPSWE_SWE_MINI": str(missing)}
-    res = _run("run", "--dataset", "swe-mini", "--out", str(tmp_path / "r"), env=env)
-    assert res.returncode == 2
-    assert f"{missing} does not exist" in res.stderr and "make data-synth" in res.stderr

@@ -27,6 +27,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+from deepswe.data.swemini.cli import app as swe_mini_app  # noqa: E402 (mounted after app exists)
+
+app.add_typer(swe_mini_app, name="swe-mini")
+
 _SOURCE_HELP = f"Dataset name ({', '.join(DATASETS)}) or a local file/directory."
 _SPLIT_HELP = "Hub split (default: the dataset's own: test for SWE-bench, train for R2E-Gym)."
 

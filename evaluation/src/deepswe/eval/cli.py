@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,12 +13,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-DATASET_HELP = (
-    "swe-bench-verified | swe-mini | r2e-gym-subset | a task file (.jsonl/.json/.parquet)"
-)
-SWE_MINI_PATH = Path("data/swe-mini/tasks.jsonl")
-# the checkout this code runs from (editable install): evaluation/src/deepswe/eval/cli.py
-_CHECKOUT = Path(__file__).resolve().parents[4]
+DATASET_HELP = "swe-bench-verified | swe-mini[:train|:test] | r2e-gym-subset | a task file (.jsonl/.json/.parquet)"
 
 
 def _fail(msg: str) -> None:
@@ -32,20 +26,8 @@ def load_dataset(name: str, ids: list[str] | None, limit: int | None):
     from deepswe.data.errors import DataError
     from deepswe.data.loaders import load_tasks
 
-    source = name
-    if name == "swe-mini":
-        # $DEEPSWE_SWE_MINI if set, else ./data/swe-mini/tasks.jsonl, else the checkout's
-        override = os.environ.get("DEEPSWE_SWE_MINI")
-        places = [Path(override)] if override else [SWE_MINI_PATH, _CHECKOUT / SWE_MINI_PATH]
-        found = [p for p in places if p.exists()]
-        if not found:
-            _fail(
-                f"dataset swe-mini: {places[0]} does not exist (run `make data-synth` from the "
-                "repository root, or pass the task file's path to --dataset)"
-            )
-        source = str(found[0])
     try:
-        tasks = load_tasks(source)
+        tasks = load_tasks(name)  # names include swe-mini, swe-mini:train, swe-mini:test
     except DataError as exc:
         _fail(f"dataset {name}: {exc}")
     tasks = sorted(tasks, key=lambda t: t.instance_id)

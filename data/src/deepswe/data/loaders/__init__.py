@@ -1,7 +1,7 @@
 """Dataset loaders: every source becomes `list[Task]`.
 
-`load_tasks(source)` takes a dataset name ("swe-bench-verified", "r2e-gym-subset") or a local
-path (file or directory) and recognises each row's format from its keys: a Task line, a
+`load_tasks(source)` takes a dataset name ("swe-bench-verified", "r2e-gym-subset", "swe-mini",
+"swe-mini:train", "swe-mini:test") or a local path (file or directory) and recognises each row's format from its keys: a Task line, a
 swe-mini row, a SWE-bench row or an R2E-Gym row (trajectory files included).
 """
 
@@ -58,6 +58,18 @@ def row_to_task(row: dict[str, Any]) -> Task:
 def validate_source(path: str | Path) -> tuple[list[Task], list[Issue]]:
     """Every good task of a local file or directory, and every bad row's located issues."""
     return convert_rows(iter_raw_rows(path), row_to_task)
+
+
+def _swe_mini(hub_id: str, split: str) -> list[Task]:
+    """The released swe-mini tasks, sources resolved on this machine ("" split: all of them)."""
+    from deepswe.data.swemini.load import load_swe_mini  # swemini imports this module
+
+    return load_swe_mini(split=split or None)
+
+
+DATASETS["swe-mini"] = ("data/swe-mini/tasks.jsonl", "", _swe_mini)
+DATASETS["swe-mini:train"] = ("data/swe-mini/tasks.jsonl", "train", _swe_mini)
+DATASETS["swe-mini:test"] = ("data/swe-mini/tasks.jsonl", "test", _swe_mini)
 
 
 def load_tasks(source: str | Path, split: str | None = None) -> list[Task]:
