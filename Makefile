@@ -56,27 +56,82 @@ clean:  ## remove the venv, caches and build outputs (runs/ is kept)
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 	find . -name '*.egg-info' -type d -prune -exec rm -rf {} +
 
-# --- jobs not built yet: each says what is missing and fails ---------------------------------
+# --- the jobs -----------------------------------------------------------------------------------
+# tiny: swe-mini (committed tasks, sources rebuilt from pinned PyPI sdists), a tiny Qwen3 made
+# here, CPU training. deepswe-32b: R2E-Gym (train) and SWE-Bench-Verified (eval) from the Hub,
+# a GPU cluster. Every job writes under runs/ and says where.
 define missing
 	@echo "make $@: not built yet: $(1)" >&2; exit 2
 endef
+define tiny_only
+	@[ "$(PROFILE)" = tiny ] || { echo "make $@: $(1)" >&2; exit 2; }
+endef
 
-data:  ## fetch and check the pinned swe-mini sources
-	$(call missing,swe-mini sources (issue: swe-mini))
-data-synth:  ## regenerate data/swe-mini/tasks.jsonl from the seed
-	$(call missing,swe-mini synthesis (issue: swe-mini))
-images:  ## build every task image of the profile
-	$(call missing,task images of the profile's dataset (issues: spine, swe-mini))
-train:  ## GRPO++ training for PROFILE
-	$(call missing,GRPO++ trainer (issue: GRPO++ training))
-eval:  ## evaluate a policy for PROFILE
-	$(call missing,evaluation harness (issue: evaluation harness))
+TINY_MODEL := runs/models/tiny-qwen3
+TINY_SFT := runs/models/tiny-qwen3-sft
+EVAL_OUT ?= runs/eval-$(PROFILE)
+BASE_URL ?=
+MODEL ?= agentica-org/DeepSWE-Preview
+REPO_MIRROR ?=
+
+data: $(INSTALLED)  ## fetch and check the dataset's sources (tiny: swe-mini's pinned sdists)
+ifeq ($(PROFILE),tiny)
+	$(BIN)/deepswe-data swe-mini fetch
+else
+	$(BIN)/deepswe-data decontaminate r2e-gym-subset --to runs/data/r2e-gym-decontaminated.jsonl
+	@echo "make data: training tasks in runs/data/r2e-gym-decontaminated.jsonl"
+endif
+
+data-synth: $(INSTALLED)  ## regenerate data/swe-mini/tasks.jsonl from the seed (tiny only; resumable)
+	$(call tiny_only,the deepswe-32b profile uses R2E-Gym and SWE-Bench-Verified as published)
+	$(BIN)/deepswe-data swe-mini synth --seed 0 --out data/swe-mini/tasks.jsonl
+
+images: setup data  ## build every task image of the profile
+ifeq ($(PROFILE),tiny)
+	$(BIN)/deepswe-data swe-mini images
+else
+	@echo "make images: deepswe-32b uses the published per-task images (R2E-Gym, SWE-bench); deepswe-eval run --repo-mirror DIR builds SWE-bench ones from source" >&2; exit 2
+endif
+
+$(TINY_MODEL): | $(INSTALLED)
+	$(BIN)/deepswe-train init-model --out $@
+
+# The tiny model has no pretraining: an SFT warm start on scripted right and wrong fixes of the
+# swe-mini train tasks stands in for it (training/README.md). SFT_EPOCHS trades time for fit.
+SFT_EPOCHS ?= 5
+$(TINY_SFT): | $(TINY_MODEL)
+	$(BIN)/deepswe-train sft --config configs/tiny.yaml --out $@ --epochs $(SFT_EPOCHS) model.path=$(TINY_MODEL)
+
+train: setup $(if $(filter tiny,$(PROFILE)),images $(TINY_SFT))  ## GRPO++ training (RESUME=1 continues; OVERRIDES='a.b=v ...')
+	$(BIN)/deepswe-train train --config configs/$(PROFILE).yaml --out runs/train-$(PROFILE) \
+	  $(if $(filter tiny,$(PROFILE)),model.path=$(TINY_SFT)) $(if $(RESUME),--resume) $(OVERRIDES)
+	@echo "make train: run in runs/train-$(PROFILE) (metrics.jsonl, checkpoints/, final/)"
+
+eval: setup  ## evaluate for PROFILE (tiny: gold/empty baselines and the trained model on swe-mini:test)
+ifeq ($(PROFILE),tiny)
+	$(BIN)/deepswe-eval run --dataset swe-mini:test --policy gold --runs 1 --workers 2 --out $(EVAL_OUT)/gold
+	$(BIN)/deepswe-eval run --dataset swe-mini:test --policy empty --runs 1 --workers 2 --out $(EVAL_OUT)/empty
+	@test -d runs/train-tiny/final || { echo "make eval: no trained model at runs/train-tiny/final (run make train); baselines are in $(EVAL_OUT)" >&2; exit 2; }
+	$(BIN)/deepswe-eval run --dataset swe-mini:test --policy deepswe.train.engines.local:LocalModelPolicy \
+	  --policy-arg path=runs/train-tiny/final --runs 4 --workers 2 --max-steps 8 --max-context 16384 \
+	  --temperature 1.0 --prompt-variant train --out $(EVAL_OUT)/model
+	@echo "make eval: reports in $(EVAL_OUT)/{gold,empty,model}/report.md"
+else
+	@[ -n "$(BASE_URL)" ] || { echo "make eval: set BASE_URL=http://HOST:PORT/v1 of a vLLM server (see evaluation/README.md)" >&2; exit 2; }
+	$(BIN)/deepswe-eval run --dataset swe-bench-verified --policy openai --base-url $(BASE_URL) \
+	  --model $(MODEL) --runs 16 --workers 48 --max-steps 100 --max-context 65536 --temperature 1.0 \
+	  --prompt-variant eval $(if $(REPO_MIRROR),--repo-mirror $(REPO_MIRROR)) --out $(EVAL_OUT)
+	@echo "make eval: report in $(EVAL_OUT)/report.md"
+endif
+
 eval-tts:  ## hybrid test-time scaling for PROFILE
-	$(call missing,verifiers and hybrid selection)
-reproduce:  ## the main job: data, images, train, eval, eval-tts for PROFILE
-	$(call missing,the pipeline's stages (data, images, train, eval, eval-tts) are not built yet)
+	$(call missing,the verifiers (execution-free, execution-based, hybrid selection) are not built)
+
+reproduce: data images train eval eval-tts  ## the main job: data, images, train, eval, eval-tts for PROFILE
+
 publish:  ## push checkpoints, logs and trajectories to the Hugging Face Hub
 	$(call missing,hub publishing)
+
 bench: $(INSTALLED)  ## run the benchmarks in bench/
 	@ls bench/*.py >/dev/null 2>&1 || { echo "make bench: not built yet: no benchmark in bench/" >&2; exit 2; }
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

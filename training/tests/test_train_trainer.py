@@ -141,7 +141,8 @@ def test_train_from_files_will_not_overwrite_a_run(model_dir, tmp_path):
     final = AutoModelForCausalLM.from_pretrained(out / "final")
     last = AutoModelForCausalLM.from_pretrained(out / "checkpoints/step-000002/model")
     assert all(
-        torch.equal(a, b) for a, b in zip(final.state_dict().values(), last.state_dict().values())
+        torch.equal(a, b)
+        for a, b in zip(final.state_dict().values(), last.state_dict().values(), strict=True)
     )
 
 

@@ -139,5 +139,36 @@ def train(
     typer.echo(f"done: {run_dir} (metrics.jsonl, checkpoints/, trajectories/)")
 
 
+@app.command("sft")
+def sft(
+    config: Path = typer.Option(..., "--config", help="Training profile (YAML) whose model.path, "
+                                "data.path and episode limits the SFT stage uses."),
+    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
+    out: Path = typer.Option(..., "--out", help="Folder for the fine-tuned HF model (absent or "
+                             "empty)."),
+    epochs: int = typer.Option(100, "--epochs", help="Passes over the scripted sequences."),
+    lr: float = typer.Option(3e-3, "--lr", help="AdamW learning rate."),
+    wrong_per_task: int = typer.Option(2, "--wrong-per-task", help="Wrong scripted fixes per "
+                                       "right one (the start policy's odds)."),
+    seed: int = typer.Option(0, "--seed", help="Shuffling and torch seed."),
+) -> None:  # fmt: skip
+    """SFT warm-start (tiny profile): record scripted right and wrong fixes of the train tasks
+    through the real tools in Docker, then fine-tune model.path on them (assistant tokens)."""
+    from deepswe.train.config import ConfigError, load_config
+    from deepswe.train.sft import SFTConfig, run_sft
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as e:
+        raise _fail(str(e), EXIT_INVALID) from None
+    if out.exists() and any(out.iterdir()):
+        raise _fail(f"--out {out}: exists and is not empty", EXIT_INVALID)
+    sft_cfg = SFTConfig(wrong_per_task=wrong_per_task, epochs=epochs, lr=lr, seed=seed)
+    episodes, losses = run_sft(cfg, out, sft_cfg, log=lambda m: typer.echo(m, err=True))
+    right = sum(e.reward for e in episodes if e.label == "right")
+    typer.echo(f"wrote {out}: {len(episodes)} scripted episodes ({right:.0f} right fixes "
+               f"resolved), loss {losses[0]:.3f} -> {losses[-1]:.3f}")  # fmt: skip
+
+
 if __name__ == "__main__":
     app()
