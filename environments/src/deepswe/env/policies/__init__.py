@@ -7,9 +7,10 @@ tools), `empty` (submits at once), `replay` (replays a recorded trajectory's mes
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from deepswe.env.registry import resolve
 
 
 class PolicyError(Exception):
@@ -62,8 +63,5 @@ POLICIES: dict[str, str] = {
 
 
 def policy_class(name: str) -> type:
-    target = POLICIES.get(name, name)
-    if ":" not in target:
-        raise ValueError(f"unknown policy {name!r}; known: {sorted(POLICIES)}")
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    """The policy class for a registered name or a `module:Class` dotted path."""
+    return resolve(POLICIES, name, "policy")

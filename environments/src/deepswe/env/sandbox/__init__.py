@@ -7,12 +7,13 @@ conformance test module runs against all of them. Backends are looked up by name
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from deepswe.env.registry import resolve
 
 
 class SandboxError(Exception):
@@ -104,11 +105,7 @@ BACKENDS: dict[str, str] = {
 
 def backend_class(name: str) -> type:
     """The sandbox class for a registered name or a `module:Class` dotted path."""
-    target = BACKENDS.get(name, name)
-    if ":" not in target:
-        raise ValueError(f"unknown sandbox backend {name!r}; known: {sorted(BACKENDS)}")
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return resolve(BACKENDS, name, "sandbox backend")
 
 
 __all__ = [

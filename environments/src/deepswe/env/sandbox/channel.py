@@ -14,7 +14,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from deepswe.env.sandbox import ExecResult, SandboxDied, SandboxError
+from deepswe.env.sandbox import ExecResult, SandboxDied, SandboxError, SandboxLimits
 
 SERVER_SOURCE = Path(__file__).with_name("server.py")
 # Extra seconds the host waits past a command's own timeout before it calls the helper hung.
@@ -120,3 +120,53 @@ class Channel:
         if self._proc.poll() is None:
             self._proc.kill()
         self._proc.wait()
+
+
+class ChannelSandbox:
+    """What every backend shares once its helper stream is up: run, read, write, close.
+
+    Subclasses set `id`, `limits`, `workdir` and `_channel`, and add `copy_in`.
+    """
+
+    id: str
+    limits: SandboxLimits
+    workdir: str
+    _channel: Channel | None = None
+
+    def _ch(self) -> Channel:
+        if self._channel is None:
+            raise SandboxDied(f"sandbox {self.id} is closed")
+        return self._channel
+
+    def run(
+        self,
+        cmd: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        return self._ch().run(
+            cmd,
+            timeout=timeout or self.limits.command_timeout_s,
+            cwd=cwd or self.workdir,
+            env=env,
+            max_output=self.limits.max_output_bytes,
+        )
+
+    def read_file(self, path: str) -> bytes:
+        return self._ch().read(path)
+
+    def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        self._ch().write(path, data.encode() if isinstance(data, str) else data, mode)
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

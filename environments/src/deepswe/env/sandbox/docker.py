@@ -19,8 +19,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from deepswe.env.sandbox import ExecResult, SandboxDied, SandboxLimits, SandboxStartError
-from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel
+from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError
+from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel, ChannelSandbox
 
 LABEL = "deepswe.sandbox"
 HELPER_DIR = "/opt/deepswe"
@@ -49,7 +49,7 @@ def _tar_of(src: Path, arcname: str) -> bytes:
     return buf.getvalue()
 
 
-class DockerSandbox:
+class DockerSandbox(ChannelSandbox):
     """A container started from `image` with `limits`; closed (removed) by `close()`."""
 
     def __init__(
@@ -121,33 +121,6 @@ class DockerSandbox:
         container.start()
         return container
 
-    def _ch(self) -> Channel:
-        if self._channel is None:
-            raise SandboxDied(f"sandbox {self.id} is closed")
-        return self._channel
-
-    def run(
-        self,
-        cmd: str,
-        *,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        return self._ch().run(
-            cmd,
-            timeout=timeout or self.limits.command_timeout_s,
-            cwd=cwd or self.workdir,
-            env=env,
-            max_output=self.limits.max_output_bytes,
-        )
-
-    def read_file(self, path: str) -> bytes:
-        return self._ch().read(path)
-
-    def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
-        self._ch().write(path, data.encode() if isinstance(data, str) else data, mode)
-
     def copy_in(self, src: Path, dest: str) -> None:
         """Copy a host file or folder to `dest` (its parent is created)."""
         if self._container is None:
@@ -162,19 +135,11 @@ class DockerSandbox:
             raise SandboxDied(f"copy into {self.id} failed")
 
     def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        super().close()
         if self._container is not None:
             with contextlib.suppress(docker.errors.NotFound):
                 self._container.remove(force=True)
             self._container = None
-
-    def __enter__(self) -> DockerSandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def gc(*, everything: bool = False) -> list[str]:

@@ -12,11 +12,11 @@ import sys
 import uuid
 from pathlib import Path
 
-from deepswe.env.sandbox import ExecResult, SandboxLimits
-from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel
+from deepswe.env.sandbox import SandboxLimits
+from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel, ChannelSandbox
 
 
-class LocalSandbox:
+class LocalSandbox(ChannelSandbox):
     """server.py run by the host's Python, in a working folder of the caller's choosing."""
 
     def __init__(
@@ -27,33 +27,6 @@ class LocalSandbox:
         self.workdir = workdir
         self._channel: Channel | None = Channel([sys.executable, "-u", str(SERVER_SOURCE)])
 
-    def _ch(self) -> Channel:
-        if self._channel is None:
-            raise RuntimeError(f"sandbox {self.id} is closed")
-        return self._channel
-
-    def run(
-        self,
-        cmd: str,
-        *,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        return self._ch().run(
-            cmd,
-            timeout=timeout or self.limits.command_timeout_s,
-            cwd=cwd or self.workdir,
-            env=env,
-            max_output=self.limits.max_output_bytes,
-        )
-
-    def read_file(self, path: str) -> bytes:
-        return self._ch().read(path)
-
-    def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
-        self._ch().write(path, data.encode() if isinstance(data, str) else data, mode)
-
     def copy_in(self, src: Path, dest: str) -> None:
         src = Path(src)
         if src.is_dir():
@@ -61,14 +34,3 @@ class LocalSandbox:
         else:
             Path(dest).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
-
-    def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-
-    def __enter__(self) -> LocalSandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
