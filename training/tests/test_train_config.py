@@ -26,7 +26,7 @@ def test_tiny_profile_validates_and_starts_with_its_command():
     path = ROOT / "configs" / "tiny.yaml"
     cfg = load_config(path)
     assert (cfg.engine.name, cfg.backend.name, cfg.data.source) == ("hf", "hf", "spine")
-    assert cfg.data.path == "data/swe-mini/tasks.jsonl" and cfg.cluster.gpus == 0
+    assert cfg.data.path == "swe-mini:train" and cfg.cluster.gpus == 0  # the train split only
     assert path.read_text().startswith("# deepswe-train train --config configs/tiny.yaml")
     check_runnable(cfg)  # everything it names is built and this machine can run it
 
