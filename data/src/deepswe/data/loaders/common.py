@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from deepswe.data.errors import DataError, Issue, RowError, row_issues
 from deepswe.data.loaders.files import RawRow
@@ -87,3 +87,16 @@ def load_rows(rows: Iterable[RawRow], convert: Callable[[dict[str, Any]], Task])
     if issues:
         raise DataError(issues)
     return tasks
+
+
+class SweBenchFields(BaseModel):
+    """The SWE-bench columns every SWE-bench-style row has (SWE-bench, swe-mini, custom)."""
+
+    instance_id: str = Field(min_length=1)
+    repo: str
+    base_commit: str
+    problem_statement: str
+    patch: str = ""
+    test_patch: str = ""
+    FAIL_TO_PASS: StrList
+    PASS_TO_PASS: StrList = []

@@ -11,27 +11,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from deepswe.data.errors import RowError
-from deepswe.data.loaders.common import SWE_MINI, TASK, StrList, Text, detect_kind, load_rows
+from deepswe.data.loaders.common import (
+    SWE_MINI,
+    TASK,
+    SweBenchFields,
+    Text,
+    detect_kind,
+    load_rows,
+)
 from deepswe.data.loaders.files import iter_raw_rows
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
 
 
-class SweMiniRow(BaseModel):
+class SweMiniRow(SweBenchFields):
     """One swe-mini row as written by the synthesiser (unknown keys are errors)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    instance_id: str = Field(min_length=1)
-    repo: str
-    base_commit: str
-    problem_statement: str
-    patch: str = ""
-    test_patch: str = ""
-    FAIL_TO_PASS: StrList
-    PASS_TO_PASS: StrList = []
     environment: EnvironmentSpec
     source: Literal["swe-mini", "custom"] = "swe-mini"
     version: Text | None = None

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict
 
-from deepswe.data.loaders.common import StrList, Text, load_rows
+from deepswe.data.loaders.common import SweBenchFields, Text, load_rows
 from deepswe.data.loaders.hub import local_or_hub_rows
 from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
 
@@ -24,19 +24,11 @@ SWE_BENCH_VERIFIED = "princeton-nlp/SWE-bench_Verified"
 _METADATA_FIELDS = ("created_at", "hints_text", "difficulty")
 
 
-class SweBenchRow(BaseModel):
+class SweBenchRow(SweBenchFields):
     """One SWE-bench row. Extra columns (other SWE-bench variants add some) are ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
-    instance_id: str = Field(min_length=1)
-    repo: str
-    base_commit: str
-    problem_statement: str
-    patch: str = ""
-    test_patch: str = ""
-    FAIL_TO_PASS: StrList
-    PASS_TO_PASS: StrList = []
     hints_text: str | None = None
     created_at: Text | None = None
     version: Text | None = None
