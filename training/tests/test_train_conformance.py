@@ -161,6 +161,18 @@ def test_engine_logprobs_match_the_backend(engine, make_backend):
     assert pad.any() and not lp[pad].any() and not lp[:, 0].any()  # 0 at t = 0 and on padding
 
 
+def test_logprobs_at_chosen_positions_only(engine, make_backend):
+    """With `positions` (the trainer passes the loss mask), a backend returns the same values
+    there and 0 everywhere else."""
+    batch = sampled_batch(engine)
+    backend = make_backend()
+    full = backend.forward_logprobs(batch)
+    pos = batch.loss_mask.bool()
+    part = backend.forward_logprobs(batch, positions=pos)
+    torch.testing.assert_close(part[pos], full[pos], atol=1e-5, rtol=1e-5)
+    assert pos.any() and not part[~pos].any()
+
+
 def test_update_weights_makes_the_engine_follow_the_backend(engine, make_backend):
     backend = make_backend()
     batch = sampled_batch(engine)

@@ -131,7 +131,7 @@ class Trainer:
         """Recompute pi_old with the trainer (default) or keep the engine's; returns the mean
         |engine - trainer| gap on sampled tokens."""
         mask = batch.loss_mask.bool()
-        trainer_lp = self.backend.forward_logprobs(batch)
+        trainer_lp = self.backend.forward_logprobs(batch, positions=batch.loss_mask)
         diff = (trainer_lp - batch.old_logprobs)[mask].abs()
         if self.cfg.rollout.old_logprobs == "recompute":
             batch.old_logprobs = torch.where(mask, trainer_lp, 0.0)

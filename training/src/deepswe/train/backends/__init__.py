@@ -66,9 +66,13 @@ class StepStats:
 class TrainingBackend(Protocol):
     name: str
 
-    def forward_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+    def forward_logprobs(
+        self, batch: RolloutBatch, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """[B, T] float32: log pi(input_ids[:, t] | input_ids[:, :t]) at the sampling
-        temperature; 0 at t = 0 and on padding. No gradient."""
+        temperature; 0 at t = 0 and on padding. No gradient. With `positions` (bool [B, T]),
+        0 outside them too, and a backend may skip computing them (the trainer passes the
+        loss mask: pi_old is needed on sampled tokens only)."""
         ...
 
     def train_step(self, batch: UpdateBatch) -> StepStats:

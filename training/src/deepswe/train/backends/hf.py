@@ -68,7 +68,9 @@ class HFBackend:
         m = self.optim_cfg.micro_batch_size
         return [slice(s, min(s + m, n)) for s in range(0, n, m)]
 
-    def forward_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+    def forward_logprobs(
+        self, batch: RolloutBatch, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         self.model.eval()
         out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
         with torch.no_grad():
@@ -76,7 +78,10 @@ class HFBackend:
                 rows, w = _trim(batch, sl)
                 ids = batch.input_ids[rows, :w].to(self.device)
                 attn = batch.attention_mask[rows, :w].to(self.device)
-                lp, _ = token_logprobs(self.model, ids, attn, self.temperature, self.chunk)
+                pos = positions[rows, :w].to(self.device) if positions is not None else None
+                lp, _ = token_logprobs(
+                    self.model, ids, attn, self.temperature, self.chunk, positions=pos
+                )
                 out[rows, :w] = lp.float().cpu()
         return out
 
@@ -105,7 +110,7 @@ class HFBackend:
         mask = dev(batch.loss_mask)
         lp, ent = token_logprobs(
             self.model, dev(rb.input_ids), dev(rb.attention_mask), self.temperature, self.chunk,
-            with_entropy=True,
+            with_entropy=True, positions=mask,
         )  # fmt: skip
         loss, m = ppo_clip_loss(
             lp, dev(rb.old_logprobs), dev(batch.advantages), mask, a.eps_low, a.eps_high,

@@ -149,7 +149,11 @@ class MegatronBackend:
         lp = torch.cat([zero, lp], dim=1) * m
         return lp, (torch.cat([zero, ent], dim=1) * m if ent is not None else None)
 
-    def forward_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+    def forward_logprobs(
+        self, batch: RolloutBatch, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        # The vocab-parallel head runs at every position here (its logits are sharded over
+        # tensor-parallel ranks); `positions` only zeroes the rest, as the Protocol says.
         self.gpt.eval()
         out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
         with torch.no_grad():
@@ -159,7 +163,7 @@ class MegatronBackend:
                     batch.input_ids[rows, :w], batch.attention_mask[rows, :w], False
                 )
                 out[rows, :w] = lp
-        return out
+        return out if positions is None else torch.where(positions.bool(), out, 0.0)
 
     def train_step(self, batch: UpdateBatch) -> StepStats:
         self.gpt.train()
