@@ -95,7 +95,22 @@ class BackendConfig(_Section):
 
 
 class ClusterConfig(_Section):
+    """Where the run's parts live (deepswe.train.cluster: the placement plan and Ray)."""
+
     gpus: int = Field(0, ge=0, description="GPUs the run needs in all (0: CPU run)")
+    scheduler: Literal["local", "ray"] = Field(
+        "local", description="local: rollouts on a thread pool in the trainer process; ray: the "
+        "engine and the rollout workers as Ray actors",
+    )  # fmt: skip
+    address: str | None = Field(None, description="ray.init address; None: start a local Ray")
+    gpus_per_node: int = Field(8, ge=1, description="GPUs on each node of the cluster")
+    rollout_workers: int | None = Field(
+        None, ge=1, description="Ray rollout-worker actors; None: rollout.concurrency"
+    )
+    cpus_per_rollout_worker: float = Field(
+        1.0, gt=0, description="CPUs Ray reserves for each rollout worker (the sandboxes not "
+        "counted: they run in the container engine)",
+    )  # fmt: skip
 
 
 class TrainConfig(_Section):

@@ -10,6 +10,7 @@ bitwise deterministic).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import time
@@ -47,6 +48,14 @@ def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
         backend_class(cfg.backend.name),
         source_class(cfg.data.source),
     )
+    if cfg.cluster.scheduler == "ray":
+        from deepswe.train.cluster import placement_plan
+
+        placement_plan(cfg)  # a ValueError naming the field when the layout cannot be placed
+        if importlib.util.find_spec("ray") is None:
+            raise RuntimeError(
+                "cluster.scheduler 'ray': Ray is not installed (pip install 'deepswe-train[cluster]')"
+            )
     have = torch.cuda.device_count()
     if cfg.cluster.gpus > have:
         raise RuntimeError(
@@ -66,6 +75,17 @@ def rollout_seed(seed: int, step: int, slot: int, k: int) -> int:
     return (((seed * 1_000_003 + step) * 4_099 + slot) * 1_031 + k) * 65_536
 
 
+def episode_policy(engine: Any, cfg: TrainConfig, seed: int) -> EnginePolicy:
+    """The policy of one training episode (the local thread pool and Ray's workers alike)."""
+    ro = cfg.rollout
+    return EnginePolicy(
+        engine, temperature=ro.temperature,
+        max_tokens=ro.max_tokens_per_turn or ro.max_response_tokens,
+        max_context_tokens=ro.max_prompt_tokens + ro.max_response_tokens,
+        seed=seed,
+    )  # fmt: skip
+
+
 @dataclass
 class Trainer:
     cfg: TrainConfig
@@ -76,6 +96,7 @@ class Trainer:
     cursor: DataCursor
     step: int = 0  # optimizer steps done
     log: Any = None  # MetricsLog, opened by setup
+    scheduler: Any = None  # cluster.scheduler ray: a RayScheduler (its .engine is `engine`)
 
     @classmethod
     def setup(cls, cfg: TrainConfig, run_dir: Path, resume: bool = False) -> Trainer:
@@ -85,39 +106,51 @@ class Trainer:
         dump_config(cfg, run_dir / "config.yaml")
         source = _build(source_cls, cfg)
         backend = _build(backend_cls, cfg)
-        engine = _build(engine_cls, cfg)
+        scheduler = None
+        if cfg.cluster.scheduler == "ray":
+            from deepswe.train.cluster.ray_runtime import RayScheduler
+
+            scheduler = RayScheduler.start(cfg)
+            engine = scheduler.engine
+        else:
+            engine = _build(engine_cls, cfg)
         cursor = DataCursor(len(source.tasks()), cfg.run.seed, cfg.data.shuffle)
-        trainer = cls(cfg, run_dir, engine, backend, source, cursor)
-        ckpt = latest_checkpoint(run_dir / "checkpoints") if resume else None
-        if resume and ckpt is None:
-            raise FileNotFoundError(f"--resume: {run_dir}/checkpoints has no checkpoint")
-        if ckpt is not None:
-            trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
-            engine.update_weights(backend.state_dict())
-        trainer.log = MetricsLog(run_dir, trainer.step if resume else None, cfg.run.tensorboard)
+        trainer = cls(cfg, run_dir, engine, backend, source, cursor, scheduler=scheduler)
+        try:
+            ckpt = latest_checkpoint(run_dir / "checkpoints") if resume else None
+            if resume and ckpt is None:
+                raise FileNotFoundError(f"--resume: {run_dir}/checkpoints has no checkpoint")
+            if ckpt is not None:
+                trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
+                engine.update_weights(backend.state_dict())  # RemoteEngine: to every replica
+            trainer.log = MetricsLog(run_dir, trainer.step if resume else None,
+                                     cfg.run.tensorboard)  # fmt: skip
+        except BaseException:
+            trainer.close()  # the Ray actors, when there are any
+            raise
         return trainer
 
     # -- stages ------------------------------------------------------------------------------
     def collect(self, task_ids: list[int]) -> tuple[list[Trajectory], list[int]]:
-        """G rollouts per task, run concurrently; group id = slot in this step."""
+        """G rollouts per task, run concurrently (threads, or the Ray scheduler's workers);
+        group id = slot in this step."""
         tasks, ro = self.source.tasks(), self.cfg.rollout
         jobs = [
-            (slot, k, tasks[t]) for slot, t in enumerate(task_ids) for k in range(ro.group_size)
+            (slot, t, rollout_seed(self.cfg.run.seed, self.step, slot, k))
+            for slot, t in enumerate(task_ids)
+            for k in range(ro.group_size)
         ]
+        groups = [slot for slot, _, _ in jobs]
+        if self.scheduler is not None:  # workers load the same tasks: only index and seed travel
+            return self.scheduler.collect([(t, seed) for _, t, seed in jobs]), groups
 
-        def one(job: tuple[int, int, Any]) -> Trajectory:
-            slot, k, task = job
-            policy = EnginePolicy(
-                self.engine, temperature=ro.temperature,
-                max_tokens=ro.max_tokens_per_turn or ro.max_response_tokens,
-                max_context_tokens=ro.max_prompt_tokens + ro.max_response_tokens,
-                seed=rollout_seed(self.cfg.run.seed, self.step, slot, k),
-            )  # fmt: skip
-            return self.source.rollout(task, policy)
+        def one(job: tuple[int, int, int]) -> Trajectory:
+            _, t, seed = job
+            return self.source.rollout(tasks[t], episode_policy(self.engine, self.cfg, seed))
 
         with ThreadPoolExecutor(max_workers=ro.concurrency) as pool:
             trajs = list(pool.map(one, jobs))  # in job order whatever finishes first
-        return trajs, [slot for slot, _, _ in jobs]
+        return trajs, groups
 
     def to_batch(self, trajs: list[Trajectory], groups: list[int]) -> RolloutBatch:
         renderer = ChatRenderer(self.engine.tokenizer)
@@ -208,23 +241,43 @@ class Trainer:
     def train(self, progress: Any = None) -> list[dict[str, Any]]:
         """Run the remaining steps; returns their metrics records."""
         out = []
-        while self.step < self.cfg.run.steps:
-            out.append(self.run_step())
-            if progress is not None:
-                progress(out[-1])
-        self.log.close()
+        try:
+            while self.step < self.cfg.run.steps:
+                out.append(self.run_step())
+                if progress is not None:
+                    progress(out[-1])
+        finally:
+            self.close()
         return out
+
+    def close(self) -> None:
+        """Close the metrics log and stop the scheduler's actors (idempotent)."""
+        if self.log is not None:
+            self.log.close()
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+
+
+# Where rollouts run, not what they compute (the two schedulers sample the same: tested), so a
+# run started on threads may resume on Ray and back.
+_RESUMABLE_CHANGES = {
+    "run": ("steps",),
+    "cluster": ("scheduler", "address", "rollout_workers", "cpus_per_rollout_worker"),
+}
 
 
 def _check_resume_config(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
-    """A resumed run must use the config it started with (run.steps may grow)."""
+    """A resumed run must use the config it started with (run.steps may grow; the scheduler
+    may change)."""
     saved = run_dir / "config.yaml"
     if not resume or not saved.exists():
         return
     old = yaml.safe_load(saved.read_text())
     new = yaml.safe_load(yaml.safe_dump(resolved(cfg)))
-    old["run"].pop("steps", None)
-    new["run"].pop("steps", None)
+    for section, keys in _RESUMABLE_CHANGES.items():
+        for key in keys:
+            old.get(section, {}).pop(key, None)
+            new[section].pop(key, None)
     diff = sorted(
         f"{s}.{k}"
         for s in new

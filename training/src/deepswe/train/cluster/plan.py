@@ -1,0 +1,132 @@
+"""The placement plan: which GPUs and CPUs each part of a run gets, computed from the config.
+
+Pure (no Ray, no hardware look-up), so a profile's layout is checked on any machine. On GPUs the
+plan is colocated, as verl/rLLM's hybrid engine: the inference engines and the trainer's ranks
+use the same GPUs in turn (rollout, then update), so every GPU serves both.
+
+    deepswe-32b: 64 GPUs = 8 nodes x 8; 8 vLLM replicas of TP 8 (one a node);
+                 trainer world 64 = TP 8 x PP 1 x CP 1 x DP 8
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# (ours) CPUs reserved beside each GPU for the process driving it (engine server, trainer rank).
+CPUS_PER_GPU = 1.0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A run's layout. `gpus` 0 is a CPU run: one engine replica, no GPUs."""
+
+    gpus: int  # in all; 0: CPU run
+    nodes: int
+    gpus_per_node: int  # GPUs used on each node (cluster.gpus when that is below a full node)
+    engine_replicas: int
+    engine_tp: int  # GPUs per engine replica, all on one node
+    trainer_world: int  # trainer ranks
+    trainer_tp: int
+    trainer_pp: int
+    trainer_cp: int
+    trainer_dp: int
+    colocated: bool  # engines and trainer ranks share the same GPUs
+    rollout_workers: int
+    cpus_per_rollout_worker: float
+
+    def bundles(self) -> list[dict[str, float]]:
+        """One Ray bundle per GPU, node by node (GPU g on node g // gpus_per_node); a CPU run
+        has one bundle, for the engine."""
+        if self.gpus == 0:
+            return [{"CPU": 1.0}]
+        return [{"GPU": 1.0, "CPU": CPUS_PER_GPU} for _ in range(self.gpus)]
+
+    def engine_bundles(self, i: int) -> list[int]:
+        """Indices into bundles() of engine replica i's GPUs (one node: a vLLM tensor-parallel
+        group talks every layer, over NVLink)."""
+        if not 0 <= i < self.engine_replicas:
+            raise IndexError(f"engine replica {i}: the plan has {self.engine_replicas}")
+        if self.gpus == 0:
+            return [0]
+        return list(range(i * self.engine_tp, (i + 1) * self.engine_tp))
+
+    def engine_node(self, i: int) -> int:
+        """The node engine replica i lives on."""
+        return self.engine_bundles(i)[0] // self.gpus_per_node if self.gpus else 0
+
+    def replica_bundles(self) -> list[dict[str, float]]:
+        """What Ray reserves: bundles() merged per engine replica. Ray places an actor inside one
+        bundle and never splits a bundle across nodes, so a merged bundle is both what lets one
+        engine actor hold TP GPUs and what keeps them on one node."""
+        out = []
+        for i in range(self.engine_replicas):
+            merged: dict[str, float] = {}
+            for b in self.engine_bundles(i):
+                for k, v in self.bundles()[b].items():
+                    merged[k] = merged.get(k, 0.0) + v
+            out.append(merged)
+        return out
+
+    def describe(self) -> str:
+        """A few lines for people."""
+        where = (
+            f"{self.gpus} GPUs on {self.nodes} node(s) x {self.gpus_per_node}"
+            + (", engines and trainer colocated" if self.colocated else "")
+            if self.gpus
+            else "CPU run (no GPUs)"
+        )
+        return "\n".join([
+            where,
+            f"engine: {self.engine_replicas} replica(s) x TP {self.engine_tp}",
+            f"trainer: world {self.trainer_world} = TP {self.trainer_tp} x PP {self.trainer_pp}"
+            f" x CP {self.trainer_cp} x DP {self.trainer_dp}",
+            f"rollout workers: {self.rollout_workers} x {self.cpus_per_rollout_worker:g} CPU",
+        ])  # fmt: skip
+
+
+def placement_plan(cfg: Any) -> Placement:
+    """The layout of TrainConfig `cfg`, or a ValueError naming the config field that breaks it."""
+    cl, etp, par = cfg.cluster, cfg.engine.tensor_parallel, cfg.backend.parallel
+    tp, pp, cp = par.tensor_parallel, par.pipeline_parallel, par.context_parallel
+    workers = cl.rollout_workers or cfg.rollout.concurrency
+    if cl.gpus == 0:
+        if etp != 1:
+            raise ValueError(f"engine.tensor_parallel {etp} needs GPUs; cluster.gpus is 0")
+        return Placement(
+            gpus=0, nodes=1, gpus_per_node=0, engine_replicas=1, engine_tp=1,
+            trainer_world=tp * pp * cp, trainer_tp=tp, trainer_pp=pp, trainer_cp=cp,
+            trainer_dp=1, colocated=False, rollout_workers=workers,
+            cpus_per_rollout_worker=cl.cpus_per_rollout_worker,
+        )  # fmt: skip
+    if cl.gpus > cl.gpus_per_node and cl.gpus % cl.gpus_per_node:
+        raise ValueError(
+            f"cluster.gpus {cl.gpus} is not a multiple of cluster.gpus_per_node {cl.gpus_per_node}"
+        )
+    per_node = min(cl.gpus, cl.gpus_per_node)  # a run smaller than a node uses part of one
+    where = (
+        f"cluster.gpus_per_node {cl.gpus_per_node}"
+        if per_node == cl.gpus_per_node
+        else f"cluster.gpus {cl.gpus} (one node)"
+    )
+    if per_node % etp:
+        raise ValueError(
+            f"engine.tensor_parallel {etp} must divide {where} "
+            "(a vLLM tensor-parallel group lives on one node)"
+        )
+    if cl.gpus % (tp * pp * cp):
+        raise ValueError(
+            f"backend.parallel: TP*PP*CP = {tp * pp * cp} must divide cluster.gpus {cl.gpus}"
+        )
+    if per_node % tp:
+        raise ValueError(
+            f"backend.parallel.tensor_parallel {tp} must divide {where} "
+            "(tensor-parallel ranks talk every layer: keep them on one node)"
+        )
+    return Placement(
+        gpus=cl.gpus, nodes=cl.gpus // per_node, gpus_per_node=per_node,
+        engine_replicas=cl.gpus // etp, engine_tp=etp, trainer_world=cl.gpus,
+        trainer_tp=tp, trainer_pp=pp, trainer_cp=cp, trainer_dp=cl.gpus // (tp * pp * cp),
+        colocated=True, rollout_workers=workers,
+        cpus_per_rollout_worker=cl.cpus_per_rollout_worker,
+    )  # fmt: skip

@@ -1,0 +1,271 @@
+"""The `ray` scheduler: the inference engine and the rollout workers as Ray actors.
+
+    trainer (driver) --update_weights--> EngineActor (one a replica, in the placement group)
+         |                                    ^ sample
+         +--(task index, seed)--> RolloutWorker x N --> Trajectory (back, in job order)
+
+The trainer keeps its backend in the driver process and sees the engine through `RemoteEngine`,
+an `InferenceEngine` proxy. Only a task's index and its rollout seed travel to a worker: each
+worker loads the same tasks itself, so a Ray run samples exactly what the local thread pool does.
+
+Not built: trainer-rank actors. The megatron backend has no data parallelism across ranks yet,
+so a plan whose trainer world is above 1 (every multi-GPU plan, deepswe-32b's 64 ranks
+included) stops in `RayScheduler.start` with NotImplementedError. GPU placement (an engine actor
+holding `engine.tensor_parallel` GPUs of one node) is tested on declared GPUs only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepswe.env.trajectory import Trajectory
+from deepswe.train.cluster.plan import Placement, placement_plan
+from deepswe.train.engines import Sample, engine_class
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError(
+            "cluster.scheduler 'ray' needs Ray: pip install 'deepswe-train[cluster]'"
+        ) from None
+    return ray
+
+
+class EngineActor:
+    """Hosts one engine replica; run as a Ray actor (`ray.remote(EngineActor)`)."""
+
+    def __init__(self, cfg: Any) -> None:
+        from deepswe.train.trainer import _build
+
+        self.engine = _build(engine_class(cfg.engine.name), cfg)  # as Trainer.setup builds it
+
+    def ready(self) -> str:
+        return self.engine.name
+
+    def sample(
+        self,
+        prompt: list[int] | list[dict[str, str]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None = None,
+    ) -> list[Sample]:
+        return self.engine.sample(prompt, n, temperature, max_tokens, seed=seed)
+
+    def update_weights(self, state_dict: dict[str, Any]) -> None:
+        self.engine.update_weights(state_dict)
+
+    def gpu_ids(self) -> list[Any]:
+        """The GPUs Ray gave this actor (CUDA_VISIBLE_DEVICES is set to them)."""
+        return _ray().get_gpu_ids()
+
+
+class RemoteEngine:
+    """`InferenceEngine` over EngineActor handles (one per replica): samples go to the replicas
+    in turn; new weights go to all of them, put in the object store once."""
+
+    def __init__(self, actors: list[Any], name: str, tokenizer: Any) -> None:
+        self.actors, self.name, self.tokenizer = actors, name, tokenizer
+        self._turn = itertools.count()
+
+    @classmethod
+    def over(cls, actors: list[Any], cfg: Any) -> RemoteEngine:
+        """The tokenizer is loaded here from model.path, as the engines load theirs."""
+        from deepswe.train.engines.hf import load_tokenizer
+
+        name = _ray().get(actors[0].ready.remote())
+        return cls(actors, name, load_tokenizer(cfg.model.path))
+
+    def sample(
+        self,
+        prompt: list[int] | list[dict[str, str]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None = None,
+    ) -> list[Sample]:
+        actor = self.actors[next(self._turn) % len(self.actors)]
+        return _ray().get(actor.sample.remote(prompt, n, temperature, max_tokens, seed))
+
+    def update_weights(self, state_dict: dict[str, Any]) -> None:
+        ray = _ray()
+        ref = ray.put(state_dict)
+        ray.get([a.update_weights.remote(ref) for a in self.actors])
+
+
+class RolloutWorker:
+    """Runs episodes; a Ray actor with `cluster.cpus_per_rollout_worker` CPUs. Holds the rollout
+    source (its sandboxes are made from here) and a RemoteEngine over its engine replica."""
+
+    def __init__(self, cfg: Any, engine_actors: list[Any]) -> None:
+        from deepswe.train.sources import source_class
+        from deepswe.train.trainer import _build
+
+        self.cfg = cfg
+        self.source = _build(source_class(cfg.data.source), cfg)
+        self.engine = RemoteEngine.over(engine_actors, cfg)
+
+    def ready(self) -> int:
+        return len(self.source.tasks())
+
+    def run(self, task_index: int, seed: int) -> Trajectory:
+        """One rollout of task `task_index` of the source, sampled from `seed` on."""
+        from deepswe.train.trainer import episode_policy
+
+        task = self.source.tasks()[task_index]
+        return self.source.rollout(task, episode_policy(self.engine, self.cfg, seed))
+
+
+def reserve(plan: Placement, timeout_s: float) -> Any:
+    """A ready placement group of plan.replica_bundles(), or RuntimeError saying what the cluster
+    has against what the plan needs."""
+    ray = _ray()
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    bundles = plan.replica_bundles()
+    pg = placement_group(bundles, strategy="PACK")
+    try:
+        ray.get(pg.ready(), timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        remove_placement_group(pg)
+        need: dict[str, float] = {}
+        for b in bundles:
+            for k, v in b.items():
+                need[k] = need.get(k, 0.0) + v
+        have = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
+        raise RuntimeError(
+            f"the cluster could not place the plan within {timeout_s:g} s: it needs "
+            f"{_fmt(need)} in {len(bundles)} bundle(s) of {bundles[0]} (each on one node); the "
+            f"cluster has {_fmt(have)}\n{plan.describe()}"
+        ) from None
+    return pg
+
+
+def _fmt(res: dict[str, float]) -> str:
+    return ", ".join(f"{v:g} {k}" for k, v in sorted(res.items())) or "nothing"
+
+
+def engine_options(plan: Placement, pg: Any, i: int) -> dict[str, Any]:
+    """Ray actor options placing engine replica i in bundle i of `pg` (all of it: TP GPUs)."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    bundle = plan.replica_bundles()[i]
+    return {
+        "num_cpus": bundle.get("CPU", 0.0),
+        "num_gpus": bundle.get("GPU", 0.0),
+        # Rollout workers call in at once; an engine serving HTTP (vllm) overlaps them, the hf
+        # engine serialises them under its own lock.
+        "max_concurrency": plan.rollout_workers + 1,
+        "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
+    }
+
+
+@dataclass
+class RayScheduler:
+    """Started by `start(cfg)`; the trainer uses `.engine` and `collect`, then `shutdown()`."""
+
+    plan: Placement
+    engine: RemoteEngine
+    workers: list[Any]
+    pg: Any
+    engine_actors: list[Any]
+    owns_ray: bool
+    closed: bool = field(default=False)
+
+    @classmethod
+    def start(cls, cfg: Any, timeout_s: float = 300.0) -> RayScheduler:
+        """Validate the plan, start or join Ray, reserve the placement group, place the engine
+        replicas in it and the rollout workers beside it; waits until all are up."""
+        plan = placement_plan(cfg)
+        if plan.trainer_world > 1:
+            raise NotImplementedError(
+                f"trainer world {plan.trainer_world}: trainer-rank actors are not built (the "
+                "megatron backend has no data parallelism across ranks yet)"
+            )
+        ray = _ray()
+        owns = not ray.is_initialized()
+        if owns and cfg.cluster.address is None:
+            # Logical CPUs: enough for every actor even on a small box (Ray does not pin cores).
+            need = sum(b.get("CPU", 0.0) for b in plan.bundles())
+            need += plan.rollout_workers * plan.cpus_per_rollout_worker
+            ray.init(
+                num_cpus=max(os.cpu_count() or 1, math.ceil(need)),
+                include_dashboard=False, log_to_driver=False, configure_logging=False,
+            )  # fmt: skip
+        elif owns:
+            ray.init(address=cfg.cluster.address, log_to_driver=False)
+        try:
+            return cls._place(cfg, plan, owns, timeout_s)
+        except BaseException:
+            if owns:
+                ray.shutdown()
+            raise
+
+    @classmethod
+    def _place(cls, cfg: Any, plan: Placement, owns: bool, timeout_s: float) -> RayScheduler:
+        ray = _ray()
+        from ray.util.placement_group import remove_placement_group
+
+        pg = reserve(plan, timeout_s)
+        actors: list[Any] = []
+        workers: list[Any] = []
+        try:
+            host = ray.remote(EngineActor)
+            actors += [
+                host.options(**engine_options(plan, pg, i)).remote(cfg)
+                for i in range(plan.engine_replicas)
+            ]
+            free = ray.available_resources().get("CPU", 0.0)
+            want = plan.rollout_workers * plan.cpus_per_rollout_worker
+            if free < want:
+                raise RuntimeError(
+                    f"cluster.rollout_workers {plan.rollout_workers} x "
+                    f"cluster.cpus_per_rollout_worker {plan.cpus_per_rollout_worker:g} = "
+                    f"{want:g} CPUs; the cluster has {free:g} free"
+                )
+            worker = ray.remote(RolloutWorker).options(num_cpus=plan.cpus_per_rollout_worker)
+            # Worker w samples from replica w mod replicas: the load spreads over the replicas.
+            workers += [
+                worker.remote(cfg, [actors[w % len(actors)]]) for w in range(plan.rollout_workers)
+            ]
+            pending = [a.ready.remote() for a in actors] + [w.ready.remote() for w in workers]
+            try:
+                ray.get(pending, timeout=timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                raise RuntimeError(
+                    f"the engine and {len(workers)} rollout workers did not start within "
+                    f"{timeout_s:g} s"
+                ) from None
+            return cls(plan, RemoteEngine.over(actors, cfg), workers, pg, actors, owns)
+        except BaseException:
+            for a in workers + actors:
+                ray.kill(a)
+            remove_placement_group(pg)
+            raise
+
+    def collect(self, jobs: list[tuple[int, int]]) -> list[Trajectory]:
+        """Run (task index, seed) jobs on the workers; results in job order."""
+        from ray.util.actor_pool import ActorPool
+
+        pool = ActorPool(self.workers)
+        return list(pool.map(lambda w, job: w.run.remote(*job), jobs))
+
+    def shutdown(self) -> None:
+        """Kill the actors and free the placement group; stop Ray if this scheduler started it."""
+        if self.closed:
+            return
+        ray = _ray()
+        from ray.util.placement_group import remove_placement_group
+
+        for a in self.workers + self.engine_actors:
+            ray.kill(a)
+        remove_placement_group(self.pg)
+        if self.owns_ray:
+            ray.shutdown()
+        self.closed = True

@@ -1,0 +1,253 @@
+"""Cluster placement: the placement plan (pure) and the Ray scheduler on CPU, whose engine and
+rollout-worker actors must sample exactly what the local thread pool samples."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from deepswe.train.cluster import placement_plan
+from deepswe.train.config import TrainConfig, load_config, validate
+from deepswe.train.engines.hf import HFEngine
+from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.trainer import Trainer
+
+try:
+    import ray
+except ImportError:  # the plan needs no Ray; the scheduler tests do
+    ray = None
+needs_ray = pytest.mark.skipif(ray is None, reason="pip install 'deepswe-train[cluster]'")
+torch.set_num_threads(1)  # as the Ray actors run (one CPU each): the same float sums
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+# -- the plan ---------------------------------------------------------------------------------
+def test_the_32b_profile_places_8_engines_of_tp8_and_a_64_rank_trainer():
+    plan = placement_plan(load_config(CONFIGS / "deepswe-32b.yaml"))
+    assert (plan.gpus, plan.nodes, plan.gpus_per_node) == (64, 8, 8)
+    assert (plan.engine_replicas, plan.engine_tp) == (8, 8)
+    assert (plan.trainer_world, plan.trainer_tp, plan.trainer_pp, plan.trainer_cp) == (64, 8, 1, 1)
+    assert plan.trainer_dp == 8 and plan.colocated and plan.rollout_workers == 64
+    assert len(plan.bundles()) == 64 and all(b["GPU"] == 1 for b in plan.bundles())
+    assert plan.engine_bundles(7) == list(range(56, 64)) and plan.engine_node(7) == 7
+    assert [b["GPU"] for b in plan.replica_bundles()] == [8.0] * 8
+    assert "8 replica(s) x TP 8" in plan.describe()
+
+
+def test_the_tiny_profile_is_a_cpu_plan():
+    plan = placement_plan(load_config(CONFIGS / "tiny.yaml"))
+    assert (plan.gpus, plan.engine_replicas, plan.trainer_world) == (0, 1, 1)
+    assert plan.bundles() == [{"CPU": 1.0}] and not plan.colocated
+    assert plan.rollout_workers == 4  # rollout.concurrency
+    rw = placement_plan(load_config(CONFIGS / "tiny.yaml", ["cluster.rollout_workers=2"]))
+    assert rw.rollout_workers == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (["engine.tensor_parallel=16"], r"engine.tensor_parallel 16 must divide "
+         r"cluster.gpus_per_node 8 \(a vLLM tensor-parallel group lives on one node\)"),
+        (["cluster.gpus=60"], r"cluster.gpus 60 is not a multiple of cluster.gpus_per_node 8"),
+        (["cluster.gpus=8", "backend.parallel.pipeline_parallel=2"],
+         r"backend.parallel: TP\*PP\*CP = 16 must divide cluster.gpus 8"),
+        (["cluster.gpus_per_node=4", "engine.tensor_parallel=4"],
+         r"backend.parallel.tensor_parallel 8 must divide cluster.gpus_per_node 4 \(tensor"),
+        (["cluster.gpus=4"], r"engine.tensor_parallel 8 must divide cluster.gpus 4 \(one node\)"),
+    ],
+)  # fmt: skip
+def test_a_layout_that_cannot_be_placed_names_the_field(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", overrides))
+
+
+def test_engine_tensor_parallel_needs_gpus():
+    cfg = load_config(CONFIGS / "tiny.yaml", ["engine.tensor_parallel=2"])
+    with pytest.raises(ValueError, match="engine.tensor_parallel 2 needs GPUs; cluster.gpus is 0"):
+        placement_plan(cfg)
+
+
+# -- Ray on CPU --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return build_tiny_policy(tmp_path_factory.mktemp("tiny"))
+
+
+def with_scheduler(cfg: TrainConfig, scheduler: str) -> TrainConfig:
+    return cfg.model_copy(
+        update={"cluster": cfg.cluster.model_copy(update={"scheduler": scheduler})}
+    )
+
+
+def text_cfg(model_dir: Path, **run) -> TrainConfig:
+    """test_train_trainer.py's short text run: 2 tasks x 4 rollouts of up to 6 tokens."""
+    return validate(
+        {
+            "run": {"seed": 7, "tensorboard": False, **run},
+            "model": {"path": str(model_dir)},
+            "data": {"source": "text", "text": {"target": "s"}},
+            "rollout": {"tasks_per_step": 2, "group_size": 4, "concurrency": 3,
+                        "max_tokens_per_turn": 6},
+            "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 3}},
+            "algo": {"loss_constant": 8},
+            "cluster": {"rollout_workers": 2},
+        },
+        "test",
+    )  # fmt: skip
+
+
+def episodes(run_dir: Path, step: int) -> list[dict]:
+    """A step's trajectories without their timings."""
+    out = []
+    for line in (run_dir / f"trajectories/step-{step:06d}.jsonl").open():
+        t = json.loads(line)
+        for key in ("wall_seconds", "grade_seconds", "grade_detail"):
+            t.pop(key)
+        for s in t["steps"]:
+            s.pop("model_seconds"), s.pop("tool_seconds")
+        out.append(t)
+    return out
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(x).items() if not k.startswith("time/")} for x in lines]
+
+
+def assert_engine_follows_backend(trainer: Trainer, model_dir: Path) -> None:
+    """The engine actor samples as a local engine holding the backend's weights, and not as the
+    model the run started from."""
+    local, start = HFEngine(model_dir), HFEngine(model_dir)
+    local.update_weights(trainer.backend.state_dict())
+    prompt = [{"role": "user", "content": "Write a word with the letter s."}]
+    (remote,) = trainer.engine.sample(prompt, 1, 1.0, 8, seed=11)
+    (want,) = local.sample(prompt, 1, 1.0, 8, seed=11)
+    (before,) = start.sample(prompt, 1, 1.0, 8, seed=11)
+    assert remote.token_ids == want.token_ids and remote.logprobs == want.logprobs
+    assert remote.logprobs != before.logprobs
+
+
+@needs_ray
+def test_a_ray_run_resumes_a_local_one_and_samples_exactly_as_it(model_dir, tmp_path):
+    """Step 2 on Ray (engine and two rollout workers as actors, weights restored from the
+    step-1 checkpoint through RemoteEngine) equals step 2 of the local thread-pool run."""
+    local = text_cfg(model_dir, steps=2, save_every=1)
+    Trainer.setup(local, tmp_path / "a").train()
+
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    ckpts = tmp_path / "b/checkpoints"
+    (ckpts / "latest").write_text("step-000001\n")
+    shutil.rmtree(ckpts / "step-000002")
+    started_ray = not ray.is_initialized()
+    trainer = Trainer.setup(with_scheduler(local, "ray"), tmp_path / "b", resume=True)
+    try:
+        assert trainer.scheduler.owns_ray == started_ray and trainer.step == 1
+        assert trainer.engine is trainer.scheduler.engine
+        assert len(trainer.scheduler.workers) == 2
+        trainer.run_step()
+        assert episodes(tmp_path / "b", 2) == episodes(tmp_path / "a", 2)
+        assert metrics(tmp_path / "b") == metrics(tmp_path / "a")
+        assert_engine_follows_backend(trainer, model_dir)
+    finally:
+        trainer.close()
+    assert not started_ray or not ray.is_initialized()  # the scheduler stops the Ray it started
+
+
+@needs_ray
+@pytest.mark.docker
+def test_a_spine_step_on_ray_equals_the_local_step(model_dir, ray_with_gpus, tmp_path):
+    """A real episode in Docker from each rollout worker: the same actions, tokens and rewards
+    as the trainer's own thread pool (here the scheduler joins an already running Ray)."""
+    from deepswe.eval.toy import make_toy_tasks, write_tasks
+
+    tasks = write_tasks(make_toy_tasks(tmp_path / "toy", n=1), tmp_path / "tasks.jsonl")
+    cfg = validate(
+        {
+            "run": {"steps": 1, "tensorboard": False},
+            "model": {"path": str(model_dir)},
+            "data": {"source": "spine", "path": str(tasks)},
+            "rollout": {"tasks_per_step": 1, "group_size": 2, "concurrency": 2,
+                        "max_tokens_per_turn": 16},
+            "episode": {"max_steps": 2, "sandbox": {"memory": "1g", "pids": 256}},
+            "algo": {"loss_constant": 64, "mask_endings": []},
+            # Rewards are all 0 (a random model), so the gradient is too: at this lr AdamW's
+            # weight decay alone moves the weights, enough to see them reach the engine.
+            "backend": {"optim": {"lr": 1e-2}},
+        },
+        "test",
+    )  # fmt: skip
+    (here,) = Trainer.setup(cfg, tmp_path / "local").train()
+    trainer = Trainer.setup(with_scheduler(cfg, "ray"), tmp_path / "ray")
+    try:
+        assert not trainer.scheduler.owns_ray
+        there = trainer.run_step()
+        mine, theirs = episodes(tmp_path / "local", 1), episodes(tmp_path / "ray", 1)
+        assert len(mine) == 2 and all(t["ending"] != "infra_error" for t in mine)
+        assert all(s["token_ids"] for t in mine for s in t["steps"])
+        assert theirs == mine and here["reward/mean"] == there["reward/mean"]
+        assert_engine_follows_backend(trainer, model_dir)
+    finally:
+        trainer.close()
+    assert ray.is_initialized()  # not its Ray to stop
+
+
+# -- Ray with declared GPUs (nothing touches CUDA) -----------------------------------------------
+@pytest.fixture(scope="module")
+def ray_with_gpus():
+    """A local Ray told it has 8 GPUs: placement is checked without any."""
+    if ray.is_initialized():
+        pytest.skip("a Ray is already running in this process")
+    # Logical CPUs: the 8-GPU plans reserve one CPU beside each GPU.
+    ray.init(num_cpus=8, num_gpus=8, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@needs_ray
+def test_engine_replicas_hold_tp_gpus_each_and_trainer_ranks_are_not_built(
+    model_dir, ray_with_gpus
+):
+    from ray.util.placement_group import placement_group_table, remove_placement_group
+
+    from deepswe.train.cluster.ray_runtime import (
+        EngineActor,
+        RayScheduler,
+        engine_options,
+        reserve,
+    )
+
+    cfg = load_config(
+        CONFIGS / "tiny.yaml",
+        [f"model.path={model_dir}", "cluster.gpus=8", "engine.tensor_parallel=4",
+         "cluster.rollout_workers=1"],
+    )  # fmt: skip
+    plan = placement_plan(cfg)
+    assert (plan.engine_replicas, plan.trainer_world, len(plan.bundles())) == (2, 8, 8)
+    pg = reserve(plan, timeout_s=30)
+    try:
+        reserved = placement_group_table(pg)["bundles"].values()
+        assert sorted(b["GPU"] for b in reserved) == [4.0, 4.0]  # 8 GPU bundles, 4 a replica
+        # The engine itself runs on CPU (model.device cpu); Ray still hands it its 4 GPUs.
+        host = ray.remote(EngineActor)
+        actors = [host.options(**engine_options(plan, pg, i)).remote(cfg) for i in range(2)]
+        ids = ray.get([a.gpu_ids.remote() for a in actors], timeout=120)
+        assert [len(x) for x in ids] == [4, 4] and not set(ids[0]) & set(ids[1])
+        for a in actors:
+            ray.kill(a)
+    finally:
+        remove_placement_group(pg)
+    with pytest.raises(NotImplementedError, match="trainer world 8: trainer-rank actors"):
+        RayScheduler.start(cfg)
+
+
+@needs_ray
+def test_a_plan_the_cluster_cannot_hold_fails_saying_what_is_missing(ray_with_gpus):
+    from deepswe.train.cluster.ray_runtime import reserve
+
+    cfg = load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.gpus=16"])
+    with pytest.raises(RuntimeError, match=r"needs 16 CPU, 16 GPU in 2 bundle.*has 8 CPU, 8 GPU"):
+        reserve(placement_plan(cfg), timeout_s=2)
