@@ -8,7 +8,7 @@
 Tasks: by default one toy task (deepswe.eval.toy: a real one-line bug in a real git repository);
 --toy-tasks N for more, --swe-mini N for the first N tasks of the swe-mini TRAIN split.
 Prints each step's reward and wall time, and the gain over the named baseline (the SFT policy).
-Run: .venv/bin/python bench/learning.py [--steps 8] [--eval-samples 4] [--out runs/bench-learning]
+Run: .venv/bin/python bench/learning.py [--steps 16] [--eval-samples 32] [--out runs/bench-learning]
 """
 
 from __future__ import annotations
@@ -59,7 +59,11 @@ class LearningResult:
 
 def task_file(out: Path, tasks_arg: str | None, n_toy: int, n_swe_mini: int = 0) -> Path:
     """The tasks to learn on, as a JSONL file the trainer's spine source can read: the first
-    `n_swe_mini` of the swe-mini train split, or of `tasks_arg`'s, else `n_toy` toy tasks."""
+    `n_swe_mini` of the swe-mini train split, or of `tasks_arg`'s, else `n_toy` toy tasks.
+    A folder a previous run left keeps its tasks (its SFT model was trained on them)."""
+    path = out / "tasks.jsonl"
+    if path.exists():
+        return path
     if tasks_arg is not None or n_swe_mini > 0:
         src = Path(tasks_arg) if tasks_arg else SWE_MINI
         tasks = train_tasks(src)  # the train split, sources resolved on this machine
@@ -68,7 +72,6 @@ def task_file(out: Path, tasks_arg: str | None, n_toy: int, n_swe_mini: int = 0)
         from deepswe.eval.toy import make_toy_tasks
 
         tasks = make_toy_tasks(out / "toy", n=n_toy)
-    path = out / "tasks.jsonl"
     path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
     return path
 
@@ -79,7 +82,7 @@ def learning_run(
     steps: int,
     eval_samples: int,
     seed: int = 0,
-    lr: float = 1e-3,
+    lr: float = 3e-4,
     sft: SFTConfig = SFTConfig(),
     sft_model: Path | None = None,
     tasks: str | None = None,
@@ -131,10 +134,10 @@ def learning_run(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
-    ap.add_argument("--steps", type=int, default=8, help="GRPO++ steps")
-    ap.add_argument("--eval-samples", type=int, default=4, help="episodes per task per measure")
+    ap.add_argument("--steps", type=int, default=16, help="GRPO++ steps")
+    ap.add_argument("--eval-samples", type=int, default=32, help="episodes per task per measure")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=1e-3, help="GRPO++ AdamW learning rate")
+    ap.add_argument("--lr", type=float, default=3e-4, help="GRPO++ AdamW learning rate")
     ap.add_argument("--sft", type=Path, default=None, help="reuse this SFT checkpoint")
     ap.add_argument("--sft-epochs", type=int, default=SFTConfig.epochs)
     ap.add_argument("--tasks", default=None, help="task JSONL (its train split if it has one)")

@@ -146,7 +146,8 @@ def sft(
     overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
     out: Path = typer.Option(..., "--out", help="Folder for the fine-tuned HF model (absent or "
                              "empty)."),
-    epochs: int = typer.Option(100, "--epochs", help="Passes over the scripted sequences."),
+    epochs: int = typer.Option(300, "--epochs", help="Passes over the scripted sequences "
+                               "(sft.SFTConfig.epochs)."),
     lr: float = typer.Option(3e-3, "--lr", help="AdamW learning rate."),
     wrong_per_task: int = typer.Option(2, "--wrong-per-task", help="Wrong scripted fixes per "
                                        "right one (the start policy's odds)."),

@@ -31,6 +31,11 @@ class OptimConfig(BaseModel):
         1e5, gt=0, description="skip the step when the grad norm is non-finite or >= this"
     )
     micro_batch_size: int = Field(1, ge=1, description="trajectories per forward/backward")
+    frozen: tuple[str, ...] = Field(
+        (),
+        description="parameter-name prefixes (HF names) kept fixed; the reference trains all "
+        "(empty). The tiny profile freezes its tied 152k-row token embedding: see tiny.yaml",
+    )
 
 
 @dataclass

@@ -50,8 +50,15 @@ class HFBackend:
         self.device = torch.device(device)
         self.model = load_model(model_path, device, dtype)
         o = self.optim_cfg
+        named = dict(self.model.named_parameters())  # a tied weight is listed once
+        unknown = [f for f in o.frozen if not any(n.startswith(f) for n in named)]
+        if unknown:
+            raise ValueError(f"backend.optim.frozen: no parameter starts with {unknown}")
+        for n, p in named.items():
+            if any(n.startswith(f) for f in o.frozen):
+                p.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=o.lr, betas=o.betas, eps=o.adam_eps,
+            [p for p in named.values() if p.requires_grad], lr=o.lr, betas=o.betas, eps=o.adam_eps,
             weight_decay=o.weight_decay,
         )  # fmt: skip
 

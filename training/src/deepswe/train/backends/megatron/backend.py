@@ -99,6 +99,10 @@ class MegatronBackend:
         self.model = CausalLMView(self.gpt)
         self._load_hf(_read_hf_weights(self.model_path))
         o = self.optim_cfg
+        if o.frozen:
+            raise NotImplementedError(
+                "backend.optim.frozen: only the hf backend freezes parameters so far"
+            )
         self.optimizer = torch.optim.AdamW(
             self.gpt.parameters(), lr=o.lr, betas=o.betas, eps=o.adam_eps,
             weight_decay=o.weight_decay,
