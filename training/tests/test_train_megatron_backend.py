@@ -1,8 +1,8 @@
 """The `megatron` TrainingBackend against the `hf` one, on the trainer's tiny Qwen3 policy.
 
 Same checkpoint in, same log-probs, same GRPO++ step (loss, grad norm, clipped AdamW update),
-HF-format checkpoints that transformers loads, exact resume; and tensor parallelism 2 over gloo
-in two real processes.
+HF-format checkpoints that transformers loads, exact resume; and tensor and data parallelism
+over gloo in real processes (selfcheck.py spawns them).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import torch
 from deepswe.train.backends import TrainingBackend, backend_class
 from deepswe.train.backends.hf import HFBackend
 from deepswe.train.backends.megatron import MegatronBackend, selfcheck
+from deepswe.train.backends.megatron.backend import dp_share
+from deepswe.train.backends.megatron.model import ParallelConfig
 from deepswe.train.backends.megatron.selfcheck import OPTIM, random_batch
 from deepswe.train.fixtures import build_tiny_policy
 
@@ -134,7 +136,7 @@ def test_the_trainer_with_backend_megatron_retraces_the_hf_run(model_dir, tmp_pa
 
 
 def test_tensor_parallel_2_over_gloo_matches_the_hf_backend(model_dir):
-    """~10 s: two real processes over gloo, each importing megatron-core and holding half of
+    """~8 s: two real processes over gloo, each importing megatron-core and holding half of
     every sharded weight; log-probs, loss, grad norm and updated weights match the hf backend."""
     r = selfcheck.check(model_dir, tp=2)
     print("TP=2:", r)
@@ -143,3 +145,64 @@ def test_tensor_parallel_2_over_gloo_matches_the_hf_backend(model_dir):
     assert all(x == pytest.approx(r["loss_hf"], rel=1e-5) for x in r["loss"])
     assert all(x == pytest.approx(r["grad_norm_hf"], rel=1e-4) for x in r["grad_norm"])
     assert r["grad_norm_hf"] > OPTIM.grad_clip  # the clipped path, with the norm summed over TP
+    assert r["ranks_identical"]
+
+
+def assert_matches_hf(r: dict) -> None:
+    """The tolerances of the TP test above; every rank bit-identical to rank 0 (no drift)."""
+    assert r["logprob_max_diff"] < 1e-5 and r["weight_max_diff"] < 1e-5
+    assert all(x == pytest.approx(r["loss_hf"], rel=1e-5) for x in r["loss"])
+    assert all(x == pytest.approx(r["grad_norm_hf"], rel=1e-4) for x in r["grad_norm"])
+    assert r["grad_norm_hf"] > OPTIM.grad_clip  # the clipped path
+    assert r["ranks_identical"]
+
+
+@pytest.mark.parametrize(
+    ("tp", "dp", "rows", "shares"),
+    [(1, 2, 1, [0, 1]), (2, 2, 3, [1, 2])],
+    ids=["dp2xtp1-empty-share", "dp2xtp2"],
+)
+def test_data_parallel_over_gloo_matches_the_hf_backend(model_dir, tp, dp, rows, shares):
+    """~8 s / ~15 s: each DP rank trains its rows; gradients and metric sums are summed over DP,
+    so log-probs, loss, grad norm (clipped) and updated weights are the full batch's. With one
+    row on DP 2, rank 0's share is empty: it must still join every collective, not hang."""
+    r = selfcheck.check(model_dir, tp=tp, dp=dp, rows=rows, timeout=300)
+    print(f"DP={dp} x TP={tp}, {rows} rows:", r)
+    assert r["rows_per_dp_rank"] == shares
+    assert_matches_hf(r)
+
+
+@pytest.mark.slow
+def test_data_parallel_4_with_an_empty_share_matches_the_hf_backend(model_dir):
+    """~15 s: 3 rows on DP 4 (rank 0 gets none); a 4-way sum still leaves the ranks identical."""
+    r = selfcheck.check(model_dir, tp=1, dp=4, rows=3, timeout=300)
+    print("DP=4 x TP=1, 3 rows:", r)
+    assert r["rows_per_dp_rank"] == [0, 1, 1, 1]
+    assert_matches_hf(r)
+
+
+def test_data_parallel_save_and_load_resume_exactly(model_dir):
+    """~15 s, DP 2 x TP 2: model/ once, one optimizer file per TP rank (the DP ranks hold the same
+    AdamW state), RNG per rank; one step, save, load into fresh backends, one step = two steps."""
+    r = selfcheck.check_resume(model_dir, tp=2, dp=2, timeout=300)
+    assert {"model/model.safetensors", "optimizer_tp0.pt", "optimizer_tp1.pt"} <= set(r["files"])
+    assert {f for f in r["files"] if f.startswith("rng_rank")} == {
+        f"rng_rank{i}.pt" for i in range(4)
+    }
+    assert r["resumed_equal"] and r["rng_restored"]
+
+
+def test_dp_share_trains_every_row_once_in_balanced_chunks():
+    for n in range(0, 9):
+        for size in range(1, 6):
+            shares = [dp_share(n, r, size) for r in range(size)]
+            assert [i for s in shares for i in range(s.start, s.stop)] == list(range(n))
+            lengths = [s.stop - s.start for s in shares]
+            assert max(lengths) - min(lengths) <= 1
+
+
+def test_unsupported_layouts_are_refused_naming_the_field(model_dir):
+    with pytest.raises(NotImplementedError, match="backend.parallel.pipeline_parallel=2"):
+        MegatronBackend(model_dir, parallel=ParallelConfig(pipeline_parallel=2))
+    with pytest.raises(ValueError, match="not a multiple of backend.parallel.tensor_parallel=2"):
+        MegatronBackend(model_dir, parallel=ParallelConfig(tensor_parallel=2))  # world of 1

@@ -2,15 +2,21 @@
 
 Same contract and same loss as the `hf` backend (deepswe.train.backends.TrainingBackend): weights
 come in and go out in HF names (mapping.py), so engines and checkpoints do not know which backend
-trained them. Runs on CPU over gloo (shim.py). Tensor parallelism shards the model per rank
-(each rank builds the same backend; weights and gradients of replicated parameters stay equal);
-pipeline parallelism and data parallelism across ranks are not wired into this loop yet.
+trained them. Runs on CPU over gloo (shim.py).
+
+Every rank of a world of TP x DP processes builds the same backend and makes the same calls with
+the same batch. Tensor parallelism shards the model within a TP group (weights and gradients of
+replicated parameters stay equal); data parallelism gives each DP rank a contiguous share of the
+batch's rows (`dp_share`) and sums gradients and metric sums over the DP group before the clip,
+so every rank steps with, and reports, the full batch's numbers. Pipeline parallelism is not
+wired into this loop yet; context parallelism needs transformer-engine attention (model.py).
 """
 
 from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -65,6 +71,64 @@ def _tp() -> tuple[int, int, Any]:
     )
 
 
+def _dp() -> tuple[int, int, Any]:
+    """(rank, size, group) of data parallelism: the ranks that hold the same TP shard. CP is 1
+    (model.validate); with CP > 1 gradients would be summed over DP x CP instead."""
+    from megatron.core import parallel_state as ps
+
+    return (
+        ps.get_data_parallel_rank(),
+        ps.get_data_parallel_world_size(),
+        ps.get_data_parallel_group(),
+    )
+
+
+def dp_share(n: int, rank: int, size: int) -> slice:
+    """The rows of an n-row batch that DP rank `rank` of `size` trains on: contiguous chunks
+    whose lengths differ by at most one, in rank order; empty when n < size for some ranks."""
+    return slice(n * rank // size, n * (rank + 1) // size)
+
+
+def _width(batch: RolloutBatch, rows: slice) -> int:
+    """The longest sequence among `rows` (at least 1): their padding columns are dropped."""
+    return max(int(batch.attention_mask[rows].sum(dim=1).max().item()), 1)
+
+
+# Gradients are summed in flat float32 buckets of at most this many elements: one collective per
+# bucket rather than per parameter, in float32 so that bf16 gradients lose no bits to the sum.
+_BUCKET_NUMEL = 1 << 26
+
+
+def _sum_grads_over(params: list[torch.nn.Parameter], group: Any) -> None:
+    """All-reduce (SUM) every gradient over `group`, in place.
+
+    A rank whose share of rows was empty ran no backward and has no gradients: it joins with
+    zeros. A parameter with no gradient on any rank keeps none, as in a single process."""
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
+    dist.all_reduce(has, op=dist.ReduceOp.MAX, group=group)
+    live = [p for p, h in zip(params, has.tolist(), strict=True) if h]
+    for p in live:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    for bucket in _buckets(live):
+        flat = torch.cat([p.grad.reshape(-1).float() for p in bucket])
+        dist.all_reduce(flat, group=group)
+        for p, g in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):
+            p.grad.copy_(g.view_as(p.grad))
+
+
+def _buckets(params: list[torch.nn.Parameter]) -> Iterator[list[torch.nn.Parameter]]:
+    """Consecutive runs of `params` of at most _BUCKET_NUMEL elements (a larger one alone)."""
+    bucket: list[torch.nn.Parameter] = []
+    for p in params:
+        if bucket and sum(q.numel() for q in bucket) + p.numel() > _BUCKET_NUMEL:
+            yield bucket
+            bucket = []
+        bucket.append(p)
+    if bucket:
+        yield bucket
+
+
 class MegatronBackend:
     """Implements `TrainingBackend` with megatron-core (local spec) + torch.optim.AdamW."""
 
@@ -84,17 +148,24 @@ class MegatronBackend:
 
         self.optim_cfg, self.algo = optim or OptimConfig(), algo or GRPOConfig()
         self.temperature, self.model_path = temperature, Path(model_path)
-        self.par = parallel or model.ParallelConfig()
-        if self.par.pipeline_parallel > 1:
+        self.par = par = parallel or model.ParallelConfig()
+        if par.pipeline_parallel > 1:
             raise NotImplementedError(
-                "pipeline_parallel > 1: this loop has no pipeline schedule yet"
+                f"backend.parallel.pipeline_parallel={par.pipeline_parallel}: this loop has no "
+                "pipeline schedule yet (only 1 is supported)"
             )
         self.hf_config = AutoConfig.from_pretrained(str(model_path), local_files_only=True)
         self.dims = mapping.Dims.from_hf_config(self.hf_config)
-        model.validate(self.hf_config, self.par)
-        shim.init_distributed(self.par.tensor_parallel, 1, self.par.context_parallel)
-        if dist.get_world_size() != self.par.tensor_parallel:
-            raise NotImplementedError("data parallelism across ranks is not wired in yet")
+        model.validate(self.hf_config, par)
+        # The world (dist's, or 1 process when dist is not initialised) is TP x CP x DP.
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        mp_size = par.tensor_parallel * par.context_parallel
+        if world % mp_size:
+            raise ValueError(
+                f"world size {world} is not a multiple of backend.parallel.tensor_parallel="
+                f"{par.tensor_parallel} x context_parallel={par.context_parallel}"
+            )
+        shim.init_distributed(par.tensor_parallel, 1, par.context_parallel)
         self.gpt = model.build_model(self.hf_config, self.par, DTYPES[dtype])
         self.model = CausalLMView(self.gpt)
         self._load_hf(_read_hf_weights(self.model_path))
@@ -110,7 +181,8 @@ class MegatronBackend:
 
     @classmethod
     def from_config(cls, cfg: Any) -> MegatronBackend:
-        """From a TrainConfig (backend.parallel, when the config has it, else TP = PP = CP = 1)."""
+        """From a TrainConfig (backend.parallel, when the config has it, else TP = PP = CP = 1;
+        DP is what remains of the world: its size / (TP x CP))."""
         if cfg.model.device != "cpu":
             raise NotImplementedError("the megatron backend runs on CPU (gloo) only so far")
         return cls(
@@ -126,7 +198,8 @@ class MegatronBackend:
         model.load_megatron_state(self.gpt, mapping.tp_shard(full, rank, size))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """HF names (lm_head.weight included, the embedding when tied); TP shards gathered."""
+        """HF names (lm_head.weight included, the embedding when tied); TP shards gathered, so
+        collective within the TP group. The same on every DP rank (they step identically)."""
         local = model.megatron_params(self.gpt)
         rank, size, group = _tp()
         if size > 1:
@@ -140,9 +213,10 @@ class MegatronBackend:
         return mapping.megatron_to_hf(local, self.dims)
 
     # -- forward / step --------------------------------------------------------------------------
-    def _micro(self, n: int) -> list[slice]:
+    def _micro(self, share: slice) -> list[slice]:
+        """The rows of `share` in micro-batches of micro_batch_size."""
         m = self.optim_cfg.micro_batch_size
-        return [slice(s, min(s + m, n)) for s in range(0, n, m)]
+        return [slice(s, min(s + m, share.stop)) for s in range(share.start, share.stop, m)]
 
     def _logprobs(self, ids: torch.Tensor, attn: torch.Tensor, entropy: bool):
         """ids, attn [b, w] -> (logprobs [b, w], entropy [b, w] or None), 0 at t = 0 and padding."""
@@ -156,58 +230,76 @@ class MegatronBackend:
     def forward_logprobs(
         self, batch: RolloutBatch, positions: torch.Tensor | None = None
     ) -> torch.Tensor:
+        """Collective: each DP rank computes its share of rows, summed over DP so that every
+        rank returns the full [B, T]."""
         # The vocab-parallel head runs at every position here (its logits are sharded over
         # tensor-parallel ranks); `positions` only zeroes the rest, as the Protocol says.
         self.gpt.eval()
+        dp_rank, dp_size, dp_group = _dp()
         out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
         with torch.no_grad():
-            for rows in self._micro(len(batch)):
-                w = max(int(batch.attention_mask[rows].sum(dim=1).max().item()), 1)
+            for rows in self._micro(dp_share(len(batch), dp_rank, dp_size)):
+                w = _width(batch, rows)
                 lp, _ = self._logprobs(
                     batch.input_ids[rows, :w], batch.attention_mask[rows, :w], False
                 )
                 out[rows, :w] = lp
+        if dp_size > 1:  # other ranks' rows are 0 here, so the sum is exact
+            dist.all_reduce(out, group=dp_group)
         return out if positions is None else torch.where(positions.bool(), out, 0.0)
 
     def train_step(self, batch: UpdateBatch) -> StepStats:
+        """Collective. This DP rank's rows, micro-batch by micro-batch; the loss divides by the
+        whole batch's denominator, so summing gradients and metric sums over DP gives the
+        full batch's. Then clip by the global norm and step, identically on every rank."""
         self.gpt.train()
         self.optimizer.zero_grad(set_to_none=True)
-        rb, a = batch.rollout, self.algo
-        loss_sum, sums = 0.0, {"clipfrac": 0.0, "approx_kl": 0.0, "entropy": 0.0}
-        n_tok = int(batch.loss_mask.sum().item())
-        for rows in self._micro(len(rb)):
-            w = max(int(rb.attention_mask[rows].sum(dim=1).max().item()), 1)
-            cut = lambda x, rows=rows, w=w: x[rows, :w]  # noqa: E731
-            mask = cut(batch.loss_mask)
-            lp, ent = self._logprobs(cut(rb.input_ids), cut(rb.attention_mask), True)
-            loss, m = ppo_clip_loss(
-                lp, cut(rb.old_logprobs), cut(batch.advantages), mask, a.eps_low, a.eps_high,
-                a.loss_agg, a.loss_constant, batch.denominator,
-            )  # fmt: skip
-            loss.backward()
-            loss_sum += float(loss.detach())
-            k = float(mask.sum().item())  # metrics are token means: weight by tokens
-            sums["clipfrac"] += float(m.clipfrac) * k
-            sums["approx_kl"] += float(m.approx_kl) * k
-            sums["entropy"] += float((ent * mask).sum().item()) if ent is not None else 0.0
+        dp_rank, dp_size, dp_group = _dp()
+        sums = torch.zeros(4, dtype=torch.float64)  # loss, clipfrac * k, approx_kl * k, entropy
+        for rows in self._micro(dp_share(len(batch.rollout), dp_rank, dp_size)):
+            sums += self._micro_step(batch, rows)
+        if dp_size > 1:
+            _sum_grads_over(list(self.gpt.parameters()), dp_group)
+            dist.all_reduce(sums, group=dp_group)
         norm = self._finalize_and_clip()
         skipped = not _finite_below(norm, self.optim_cfg.skip_grad_norm)
         if skipped:
             self.optimizer.zero_grad(set_to_none=True)
         else:
             self.optimizer.step()
-        denom = max(n_tok, 1)
+        n_tok = int(batch.loss_mask.sum().item())
+        loss, clip, kl, ent = (float(x) for x in sums)
+        denom = max(n_tok, 1)  # the metrics are token means over the loss mask
         return StepStats(
-            loss=loss_sum, grad_norm=norm, skipped=skipped, clipfrac=sums["clipfrac"] / denom,
-            approx_kl=sums["approx_kl"] / denom, entropy=sums["entropy"] / denom,
-            trained_tokens=n_tok,
+            loss=loss, grad_norm=norm, skipped=skipped, clipfrac=clip / denom,
+            approx_kl=kl / denom, entropy=ent / denom, trained_tokens=n_tok,
+        )  # fmt: skip
+
+    def _micro_step(self, batch: UpdateBatch, rows: slice) -> torch.Tensor:
+        """Forward + backward of `rows`; returns their metric sums [4] float64."""
+        rb, a, w = batch.rollout, self.algo, _width(batch.rollout, rows)
+        cut = lambda x: x[rows, :w]  # noqa: E731
+        mask = cut(batch.loss_mask)
+        lp, ent = self._logprobs(cut(rb.input_ids), cut(rb.attention_mask), True)
+        loss, m = ppo_clip_loss(
+            lp, cut(rb.old_logprobs), cut(batch.advantages), mask, a.eps_low, a.eps_high,
+            a.loss_agg, a.loss_constant, batch.denominator,
+        )  # fmt: skip
+        loss.backward()
+        k = float(mask.sum().item())  # metrics are token means: weight by tokens
+        assert ent is not None
+        return torch.tensor(
+            [float(loss.detach()), float(m.clipfrac) * k, float(m.approx_kl) * k,
+             float((ent * mask).sum())], dtype=torch.float64,
         )  # fmt: skip
 
     def _finalize_and_clip(self) -> float:
         """Sum TP-partial gradients, then clip by the global norm; returns the norm before clipping.
 
         QK-layernorm weights are replicated but each TP rank only sees its own heads, so their
-        gradients are partial sums (megatron's finalize_model_grads all-reduces them too)."""
+        gradients are partial sums (megatron's finalize_model_grads all-reduces them too). Runs
+        after the DP sum: every DP rank then holds the same gradients, so the squared norm of the
+        sharded ones is summed over the TP group only and the norm is the single-process one."""
         named = [(n, p) for n, p in self.gpt.named_parameters() if p.grad is not None]
         if not named:
             return 0.0
@@ -236,14 +328,17 @@ class MegatronBackend:
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save(self, directory: Path) -> None:
-        """model/ (HF format: config.json + model.safetensors, written by TP rank 0), then per
-        rank optimizer_rank{r}.pt and rng_rank{r}.pt (torch, python and megatron's RNG streams)."""
+        """Collective. model/ (HF format: config.json + model.safetensors) written by global
+        rank 0; optimizer_tp{t}.pt by each TP rank t of DP rank 0 (the AdamW state is the same on
+        every DP rank); rng_rank{r}.pt by every rank r (torch, python and megatron's RNG streams).
+        Every rank passes the same `directory` (a filesystem they share); returns when all have
+        written."""
         from megatron.core.tensor_parallel import random as mrandom
         from safetensors.torch import save_file
 
         directory = Path(directory)
         hf_sd = self.state_dict()  # collective under TP: every rank calls it
-        rank = dist.get_rank()
+        rank, (tp_rank, _, _), (dp_rank, _, _) = dist.get_rank(), _tp(), _dp()
         if rank == 0:
             out = directory / "model"
             out.mkdir(parents=True, exist_ok=True)
@@ -256,7 +351,8 @@ class MegatronBackend:
                 if (self.model_path / name).exists():
                     shutil.copy(self.model_path / name, out / name)
         directory.mkdir(parents=True, exist_ok=True)
-        torch.save(self.optimizer.state_dict(), directory / f"optimizer_rank{rank}.pt")
+        if dp_rank == 0:
+            torch.save(self.optimizer.state_dict(), directory / f"optimizer_tp{tp_rank}.pt")
         rng = {
             "torch": torch.get_rng_state(),
             "python": random.getstate(),
@@ -267,12 +363,13 @@ class MegatronBackend:
             dist.barrier()
 
     def load(self, directory: Path) -> None:
+        """What `save` wrote, on a world of the same TP x DP layout (no collective)."""
         from megatron.core.tensor_parallel import random as mrandom
 
-        directory, rank = Path(directory), dist.get_rank()
+        directory, rank, (tp_rank, _, _) = Path(directory), dist.get_rank(), _tp()
         self._load_hf(_read_hf_weights(directory / "model"))
         self.optimizer.load_state_dict(
-            torch.load(directory / f"optimizer_rank{rank}.pt", weights_only=True)
+            torch.load(directory / f"optimizer_tp{tp_rank}.pt", weights_only=True)
         )
         rng = torch.load(directory / f"rng_rank{rank}.pt", weights_only=False)
         torch.set_rng_state(rng["torch"])

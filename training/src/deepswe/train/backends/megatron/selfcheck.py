@@ -1,11 +1,15 @@
-"""Check the megatron backend against the hf backend on N tensor-parallel ranks (CPU, gloo).
+"""Check the megatron backend against the hf backend on TP x DP ranks (CPU, gloo).
 
-    python -m deepswe.train.backends.megatron.selfcheck MODEL_DIR --tp 2 [--out report.json]
+    python -m deepswe.train.backends.megatron.selfcheck MODEL_DIR --tp 2 [--dp 2] [--rows 3]
+        [--resume] [--out report.json]
 
-Spawns `tp` processes (file:// rendezvous, no port), each building MegatronBackend with
-tensor_parallel = tp; on the same random batch they compute log-probs and take one GRPO++ step.
-The parent does the same with HFBackend and prints (and writes) the largest differences as JSON:
-{"tp", "logprob_max_diff", "loss", "loss_hf", "grad_norm", "grad_norm_hf", "weight_max_diff"}.
+Spawns tp * dp processes (file:// rendezvous, no port), each building MegatronBackend with
+tensor_parallel = tp (the world's remaining factor is data parallelism); on the same random batch
+they compute log-probs and take one GRPO++ step. The parent does the same with HFBackend and
+prints (and writes) the largest differences as JSON: {"tp", "dp", "rows_per_dp_rank",
+"qkv_rows_per_rank", "logprob_max_diff", "loss", "loss_hf", "grad_norm", "grad_norm_hf",
+"weight_max_diff", "ranks_identical"}. With --resume: two steps straight against one step, save,
+load into a fresh backend, one step: {"tp", "dp", "files", "resumed_equal", "rng_restored"}.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -28,19 +33,22 @@ from deepswe.train.rollout import RolloutBatch
 OPTIM = OptimConfig(lr=1e-2, adam_eps=1e-3, grad_clip=1e-3)
 
 
-def random_batch(vocab: int, seed: int = 0) -> UpdateBatch:
-    """3 right-padded rows of 12 random tokens (prompt: the first 4), advantages +-, and
-    old log-probs that make importance ratios away from 1 (0 until the backend fills them)."""
+def random_batch(vocab: int, seed: int = 0, rows: int = 3) -> UpdateBatch:
+    """`rows` right-padded rows of 12 random tokens (real lengths 12, 9, 6, 12, ...; prompt: the
+    first 4), rewards 1, 0, 0, 1, ... with advantages +-, and old log-probs that make importance
+    ratios away from 1 (0 until the backend fills them)."""
     g = torch.Generator().manual_seed(seed)
-    attn = torch.ones(3, 12, dtype=torch.long)
-    attn[1, 9:], attn[2, 6:] = 0, 0
-    ids = torch.randint(3, vocab, (3, 12), generator=g) * attn
+    attn = torch.ones(rows, 12, dtype=torch.long)
+    for i in range(rows):
+        attn[i, (12, 9, 6)[i % 3] :] = 0
+    ids = torch.randint(3, vocab, (rows, 12), generator=g) * attn
     mask = attn.bool().clone()
     mask[:, :4] = False
-    noise = 1.0 * (torch.rand(3, 12, generator=g) - 0.5) * mask
-    rewards = torch.tensor([1.0, 0.0, 0.0])
-    rb = RolloutBatch(ids, attn, mask.long(), noise, rewards, torch.zeros(3, dtype=torch.long), ["submitted"] * 3)  # fmt: skip
-    adv = (rewards - rewards.mean())[:, None] * mask
+    noise = 1.0 * (torch.rand(rows, 12, generator=g) - 0.5) * mask
+    rewards = torch.tensor([(1.0, 0.0, 0.0)[i % 3] for i in range(rows)])
+    rb = RolloutBatch(ids, attn, mask.long(), noise, rewards, torch.zeros(rows, dtype=torch.long), ["submitted"] * rows)  # fmt: skip
+    baseline = rewards.mean() if rows > 1 else 0.5  # a lone row's own mean would zero it
+    adv = (rewards - baseline)[:, None] * mask
     return UpdateBatch(rb, adv, mask, loss_denominator(mask, "seq-sum-constant", 4))
 
 
@@ -52,31 +60,90 @@ def run_backend(backend, upd: UpdateBatch) -> dict:
     return {"lp": lp, "loss": stats.loss, "norm": stats.grad_norm, "w": backend.state_dict()}
 
 
-def _rank(rank: int, model_dir: str, tp: int, init: str, out: str) -> None:
+def _step(build, vocab: int, rows: int, tmp: str) -> dict:
+    from megatron.core import parallel_state as ps
+
+    from deepswe.train.backends.megatron.backend import dp_share
+
+    mg = build()
+    res = run_backend(mg, random_batch(vocab, rows=rows))
+    res["qkv_rows"] = mg.gpt.decoder.layers[0].self_attention.linear_qkv.weight.shape[0]
+    share = dp_share(rows, ps.get_data_parallel_rank(), ps.get_data_parallel_world_size())
+    res["dp_rows"] = share.stop - share.start
+    return res
+
+
+def _resume(build, vocab: int, rows: int, tmp: str) -> dict:
+    u1, u2 = random_batch(vocab, 0, rows), random_batch(vocab, 1, rows)
+    straight = build()
+    straight.train_step(u1)
+    straight.train_step(u2)
+    first = build()
+    first.train_step(u1)
+    torch.manual_seed(123 + dist.get_rank())
+    first.save(Path(tmp) / "ckpt")
+    expected_rng = torch.rand(3)
+    resumed = build()
+    resumed.load(Path(tmp) / "ckpt")
+    rng_restored = torch.equal(torch.rand(3), expected_rng)
+    resumed.train_step(u2)
+    want, got = straight.state_dict(), resumed.state_dict()
+    return {"equal": all(torch.equal(got[k], want[k]) for k in want), "rng": rng_restored}
+
+
+def _rank(rank: int, task: str, model_dir: str, tp: int, world: int, rows: int, tmp: str) -> None:
     from deepswe.train.backends.megatron import MegatronBackend
     from deepswe.train.backends.megatron.model import ParallelConfig
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=tp)
-    mg = MegatronBackend(model_dir, optim=OPTIM, parallel=ParallelConfig(tensor_parallel=tp))
-    vocab = mg.hf_config.vocab_size
-    res = run_backend(mg, random_batch(vocab))
-    res["qkv_rows"] = mg.gpt.decoder.layers[0].self_attention.linear_qkv.weight.shape[0]
-    torch.save(res, f"{out}/rank{rank}.pt")
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rdzv", rank=rank, world_size=world)
+    par = ParallelConfig(tensor_parallel=tp)
+    build = lambda: MegatronBackend(model_dir, optim=OPTIM, parallel=par)  # noqa: E731
+    vocab = json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"]
+    res = {"step": _step, "resume": _resume}[task](build, vocab, rows, tmp)
+    torch.save(res, f"{tmp}/rank{rank}.pt")
     dist.destroy_process_group()
 
 
-def check(model_dir: str | Path, tp: int) -> dict:
+def _spawn(task: str, model_dir: str | Path, tp: int, dp: int, rows: int, tmp: str,
+           timeout: float) -> list[dict]:  # fmt: skip
+    """Run `task` on tp * dp processes; their results in rank order. TimeoutError (the
+    processes killed) when they have not all finished within `timeout` seconds: a hang."""
+    n = tp * dp
+    ctx = mp.start_processes(
+        _rank, args=(task, str(model_dir), tp, n, rows, tmp), nprocs=n, join=False,
+        start_method="spawn",
+    )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=max(deadline - time.monotonic(), 0.0)):
+        if time.monotonic() >= deadline:
+            for p in ctx.processes:
+                p.kill()
+            raise TimeoutError(f"{n} ranks (tp={tp}, dp={dp}) still running after {timeout} s")
+    return [torch.load(f"{tmp}/rank{r}.pt", weights_only=True) for r in range(n)]
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Bit-identical results: DP ranks must not drift apart."""
+    return (
+        torch.equal(a["lp"], b["lp"]) and a["loss"] == b["loss"] and a["norm"] == b["norm"]
+        and all(torch.equal(a["w"][k], b["w"][k]) for k in a["w"])
+    )  # fmt: skip
+
+
+def check(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
+          timeout: float = 600.0) -> dict:  # fmt: skip
     from deepswe.train.backends.hf import HFBackend
 
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_rank, args=(str(model_dir), tp, f"file://{tmp}/rdzv", tmp), nprocs=tp)
-        ranks = [torch.load(f"{tmp}/rank{r}.pt", weights_only=True) for r in range(tp)]
+        ranks = _spawn("step", model_dir, tp, dp, rows, tmp, timeout)
     hf = HFBackend(model_dir, optim=OPTIM)
-    ref = run_backend(hf, random_batch(hf.model.config.vocab_size))
+    ref = run_backend(hf, random_batch(hf.model.config.vocab_size, rows=rows))
     worst = lambda f: max(f(r) for r in ranks)  # noqa: E731
     return {
         "tp": tp,
+        "dp": dp,
+        "rows_per_dp_rank": [int(r["dp_rows"]) for r in ranks[::tp]],
         "qkv_rows_per_rank": [int(r["qkv_rows"]) for r in ranks],
         "logprob_max_diff": worst(lambda r: (r["lp"] - ref["lp"]).abs().max().item()),
         "loss": [r["loss"] for r in ranks],
@@ -86,16 +153,36 @@ def check(model_dir: str | Path, tp: int) -> dict:
         "weight_max_diff": worst(
             lambda r: max((r["w"][k] - ref["w"][k]).abs().max().item() for k in ref["w"])
         ),
+        "ranks_identical": all(_same(r, ranks[0]) for r in ranks),
+    }
+
+
+def check_resume(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
+                 timeout: float = 600.0) -> dict:  # fmt: skip
+    """Save after one step, load into fresh backends, step again: equal to two steps straight."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ranks = _spawn("resume", model_dir, tp, dp, rows, tmp, timeout)
+        files = sorted(str(p.relative_to(f"{tmp}/ckpt")) for p in Path(tmp, "ckpt").rglob("*"))
+    return {
+        "tp": tp,
+        "dp": dp,
+        "files": files,
+        "resumed_equal": all(r["equal"] for r in ranks),
+        "rng_restored": all(r["rng"] for r in ranks),
     }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model_dir", help="HF Qwen3 checkpoint folder (local)")
-    p.add_argument("--tp", type=int, default=2, help="tensor-parallel ranks (processes)")
+    p.add_argument("--tp", type=int, default=2, help="tensor-parallel ranks")
+    p.add_argument("--dp", type=int, default=1, help="data-parallel ranks (processes: tp * dp)")
+    p.add_argument("--rows", type=int, default=3, help="rows in the batch (split over DP)")
+    p.add_argument("--resume", action="store_true", help="check save/load/resume instead")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON report here")
     a = p.parse_args()
-    report = json.dumps(check(a.model_dir, a.tp), indent=1)
+    fn = check_resume if a.resume else check
+    report = json.dumps(fn(a.model_dir, a.tp, a.dp, a.rows), indent=1)
     print(report)
     if a.out:
         a.out.write_text(report)

@@ -46,7 +46,11 @@ def init_distributed(
     """gloo process group (if none yet) and megatron's model-parallel groups, then the patches.
 
     Single process: a file:// rendezvous in a fresh temp dir (no port to collide on a shared CI
-    box). Several processes pass the same `init_method` (e.g. file:///tmp/x or tcp://host:port).
+    box). Several processes pass the same `init_method` (e.g. file:///tmp/x or tcp://host:port),
+    their own `rank` and the same `world_size`, or initialise torch.distributed themselves first.
+    The world's remaining factor, world_size / (tp x pp x cp), is data parallelism: megatron
+    forms those groups too (ranks r and r + tp x cp share a TP shard, in its tp-cp-ep-dp-pp order).
+    Collective over the whole world: every rank calls it.
     """
     from megatron.core import parallel_state as ps
 
