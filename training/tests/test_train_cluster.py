@@ -1,5 +1,6 @@
 """Cluster placement: the placement plan (pure) and the Ray scheduler on CPU, whose engine and
-rollout-worker actors must sample exactly what the local thread pool samples."""
+rollout-worker actors must sample exactly what the local thread pool samples, and whose trainer
+ranks (real gloo processes) must train exactly as one in-process backend."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from deepswe.train.backends.hf import HFBackend
+from deepswe.train.backends.megatron.selfcheck import OPTIM, random_batch, run_backend
 from deepswe.train.cluster import placement_plan
+from deepswe.train.cluster.ranks import RankedBackend
+from deepswe.train.cluster.ray_runtime import RayScheduler
 from deepswe.train.config import TrainConfig, load_config, validate
 from deepswe.train.engines.hf import HFEngine
 from deepswe.train.fixtures import build_tiny_policy
-from deepswe.train.trainer import Trainer
+from deepswe.train.trainer import Trainer, check_runnable
 
 try:
     import ray
@@ -63,6 +68,37 @@ def test_the_tiny_profile_is_a_cpu_plan():
 def test_a_layout_that_cannot_be_placed_names_the_field(overrides, match):
     with pytest.raises(ValueError, match=match):
         placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", overrides))
+
+
+def test_a_cpu_plan_has_tp_x_pp_x_cp_x_cpu_data_parallel_trainer_ranks_of_their_own_cpus():
+    cfg = load_config(
+        CONFIGS / "tiny.yaml",
+        ["backend.parallel.tensor_parallel=2", "cluster.cpu_data_parallel=2",
+         "cluster.cpus_per_trainer_rank=2"],
+    )  # fmt: skip
+    plan = placement_plan(cfg)
+    assert (plan.trainer_world, plan.trainer_tp, plan.trainer_dp) == (4, 2, 2)
+    assert plan.trainer_bundles() == [{"CPU": 2.0}] * 4
+    assert plan.cpus() == 1 + 4 * 2 + 4  # engine, ranks, rollout workers: what a local Ray gets
+    assert "world 4 = TP 2 x PP 1 x CP 1 x DP 2, 2 CPU a rank" in plan.describe()
+    assert placement_plan(load_config(CONFIGS / "tiny.yaml")).trainer_bundles() == []  # driver
+
+
+def test_trainer_ranks_are_refused_where_they_cannot_run():
+    """GPU plans: the megatron backend is CPU-only and colocation needs hybrid workers; a CPU
+    world above 1 needs Ray and a backend that splits the work."""
+    gpu = load_config(CONFIGS / "tiny.yaml", ["cluster.gpus=8", "engine.tensor_parallel=4"])
+    assert placement_plan(gpu).trainer_world == 8
+    why = r"trainer world 8 on GPUs: trainer-rank actors run on CPU only \(the megatron .* hybrid"
+    with pytest.raises(NotImplementedError, match=why):
+        RayScheduler.start(gpu)  # before any Ray is started or joined
+    with pytest.raises(ValueError, match="cluster.cpu_data_parallel 2 is for CPU runs"):
+        placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.cpu_data_parallel=2"]))
+    dp2 = ["cluster.cpu_data_parallel=2"]
+    with pytest.raises(ValueError, match="trainer ranks are Ray actors; set cluster.scheduler ray"):
+        check_runnable(load_config(CONFIGS / "tiny.yaml", dp2))
+    with pytest.raises(ValueError, match="trainer world 2: the hf backend trains in one process"):
+        check_runnable(load_config(CONFIGS / "tiny.yaml", [*dp2, "cluster.scheduler=ray"]))
 
 
 def test_engine_tensor_parallel_needs_gpus():
@@ -147,6 +183,7 @@ def test_a_ray_run_resumes_a_local_one_and_samples_exactly_as_it(model_dir, tmp_
     try:
         assert trainer.scheduler.owns_ray == started_ray and trainer.step == 1
         assert trainer.engine is trainer.scheduler.engine
+        assert trainer.scheduler.backend is None  # a trainer world of 1: in the driver
         assert len(trainer.scheduler.workers) == 2
         trainer.run_step()
         assert episodes(tmp_path / "b", 2) == episodes(tmp_path / "a", 2)
@@ -198,7 +235,8 @@ def test_a_spine_step_on_ray_equals_the_local_step(model_dir, ray_with_gpus, tmp
 # -- Ray with declared GPUs (nothing touches CUDA) -----------------------------------------------
 @pytest.fixture(scope="module")
 def ray_with_gpus():
-    """A local Ray told it has 8 GPUs: placement is checked without any."""
+    """A local Ray told it has 8 GPUs (placement is checked without any), shared by the rest of
+    the module; 8 logical CPUs, enough for an engine, two rollout workers and two ranks."""
     if ray.is_initialized():
         pytest.skip("a Ray is already running in this process")
     # Logical CPUs: the 8-GPU plans reserve one CPU beside each GPU.
@@ -208,17 +246,10 @@ def ray_with_gpus():
 
 
 @needs_ray
-def test_engine_replicas_hold_tp_gpus_each_and_trainer_ranks_are_not_built(
-    model_dir, ray_with_gpus
-):
+def test_engine_replicas_hold_tp_gpus_each(model_dir, ray_with_gpus):
     from ray.util.placement_group import placement_group_table, remove_placement_group
 
-    from deepswe.train.cluster.ray_runtime import (
-        EngineActor,
-        RayScheduler,
-        engine_options,
-        reserve,
-    )
+    from deepswe.train.cluster.ray_runtime import EngineActor, engine_options, reserve
 
     cfg = load_config(
         CONFIGS / "tiny.yaml",
@@ -240,8 +271,6 @@ def test_engine_replicas_hold_tp_gpus_each_and_trainer_ranks_are_not_built(
             ray.kill(a)
     finally:
         remove_placement_group(pg)
-    with pytest.raises(NotImplementedError, match="trainer world 8: trainer-rank actors"):
-        RayScheduler.start(cfg)
 
 
 @needs_ray
@@ -251,3 +280,104 @@ def test_a_plan_the_cluster_cannot_hold_fails_saying_what_is_missing(ray_with_gp
     cfg = load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.gpus=16"])
     with pytest.raises(RuntimeError, match=r"needs 16 CPU, 16 GPU in 2 bundle.*has 8 CPU, 8 GPU"):
         reserve(placement_plan(cfg), timeout_s=2)
+
+
+# -- trainer ranks: real gloo processes in Ray actors ------------------------------------------
+def megatron_cfg(model_dir: Path, **cluster) -> TrainConfig:
+    """text_cfg's run on the megatron backend; adam_eps 1e-3 as test_train_megatron_backend.py
+    (Adam turns rounding in near-zero gradients into whole steps)."""
+    cfg = text_cfg(model_dir, steps=2, save_every=1)
+    optim = cfg.backend.optim.model_copy(update={"adam_eps": 1e-3})
+    return cfg.model_copy(
+        update={
+            "backend": cfg.backend.model_copy(update={"name": "megatron", "optim": optim}),
+            "cluster": cfg.cluster.model_copy(update=cluster),
+        }
+    )
+
+
+@needs_ray
+def test_ranked_backend_on_two_data_parallel_ranks_matches_hf_and_reloads(
+    model_dir, ray_with_gpus, tmp_path
+):
+    """~20 s: megatron TP 1 x DP 2 in two rank actors (tcp rendezvous) = the hf backend in
+    this process on the same batch; its checkpoint loads into two fresh ranks (file rendezvous);
+    a call that outlives its timeout, or a dead rank, is reported naming the ranks."""
+    cfg = validate(
+        {"model": {"path": str(model_dir)}, "data": {"source": "text"},
+         "backend": {"name": "megatron", "optim": OPTIM.model_dump()}},
+        "test",
+    )  # fmt: skip
+    hf = HFBackend(model_dir, optim=OPTIM)
+    vocab = hf.model.config.vocab_size
+    ref = run_backend(hf, random_batch(vocab))
+    ranked = RankedBackend.start(cfg, [{"num_cpus": 1}] * 2, "tcp", timeout_s=120)
+    try:
+        assert ranked.name == "megatron" and len(ranked.actors) == 2
+        got = run_backend(ranked, random_batch(vocab))  # 3 rows: DP shares of 1 and 2
+        ranked.save(tmp_path / "ckpt")
+    finally:
+        ranked.close()
+    lp_diff = (got["lp"] - ref["lp"]).abs().max().item()
+    w_diff = max((got["w"][k] - ref["w"][k]).abs().max().item() for k in ref["w"])
+    print(f"DP 2 rank actors vs hf: logprob {lp_diff:.1e}, weights {w_diff:.1e}, loss "
+          f"{got['loss']!r} / {ref['loss']!r}, norm {got['norm']!r} / {ref['norm']!r}")  # fmt: skip
+    assert lp_diff < 1e-5 and w_diff < 1e-5
+    assert got["loss"] == pytest.approx(ref["loss"], rel=1e-5)
+    assert got["norm"] == pytest.approx(ref["norm"], rel=1e-4) and ref["norm"] > OPTIM.grad_clip
+    files = {p.name for p in (tmp_path / "ckpt").iterdir()}
+    assert files == {"model", "optimizer_tp0.pt", "rng_rank0.pt", "rng_rank1.pt"}
+
+    fresh = RankedBackend.start(cfg, [{"num_cpus": 1}] * 2, "file", timeout_s=120)
+    try:
+        fresh.load(tmp_path / "ckpt")
+        fresh.timeout_s = 1e-3
+        with pytest.raises(RuntimeError, match=r"forward_logprobs: rank\(s\) \[0, 1\] of 2 did "
+                           r"not answer within 0.001 s"):  # fmt: skip
+            fresh.forward_logprobs(random_batch(vocab).rollout)
+        fresh.timeout_s = 120
+        loaded = fresh.state_dict()  # queued behind that call on every rank
+        assert all(torch.equal(loaded[k], got["w"][k]) for k in got["w"])
+        ray.kill(fresh.actors[1])
+        with pytest.raises(RuntimeError, match="state_dict failed on rank 1"):
+            fresh.state_dict()
+    finally:
+        fresh.close()
+
+
+@needs_ray
+def test_a_step_on_two_rank_actors_equals_the_in_process_step_and_resumes(
+    model_dir, ray_with_gpus, tmp_path
+):
+    """~45 s: cluster.cpu_data_parallel 2 (two megatron rank actors beside the engine and the
+    rollout workers) takes step 1 as one in-process megatron backend does, checkpoints through
+    the ranks, and resumed on fresh ranks takes step 2 as the in-process run does."""
+    local = Trainer.setup(megatron_cfg(model_dir), tmp_path / "local").train()
+    ray_cfg = megatron_cfg(model_dir, scheduler="ray", cpu_data_parallel=2)
+    one = ray_cfg.model_copy(update={"run": ray_cfg.run.model_copy(update={"steps": 1})})
+    trainer = Trainer.setup(one, tmp_path / "ray")
+    try:
+        assert isinstance(trainer.backend, RankedBackend) and len(trainer.backend.actors) == 2
+        assert trainer.backend is trainer.scheduler.backend
+        records = [trainer.run_step()]
+    finally:
+        trainer.close()
+    ckpt = tmp_path / "ray/checkpoints/step-000001"
+    assert {"rng_rank0.pt", "rng_rank1.pt", "trainer.json"} <= {p.name for p in ckpt.iterdir()}
+    trainer = Trainer.setup(ray_cfg, tmp_path / "ray", resume=True)
+    try:
+        assert trainer.step == 1
+        records.append(trainer.run_step())
+        assert_engine_follows_backend(trainer, model_dir)
+    finally:
+        trainer.close()
+    for want, got in zip(local, records, strict=True):
+        print(f"step {got['step']}: in-process vs 2 ranks: loss {want['actor/loss']!r} / "
+              f"{got['actor/loss']!r}, grad norm {want['actor/grad_norm']!r} / "
+              f"{got['actor/grad_norm']!r}")  # fmt: skip
+        assert got["reward/mean"] == want["reward/mean"]
+        # On-policy (ratio 1) the loss is the advantages' sum, 0 up to rounding (leave-one-out
+        # advantages sum to 0 in a group): abs covers that rounding, the grad norm is the check.
+        assert got["actor/loss"] == pytest.approx(want["actor/loss"], rel=1e-5, abs=1e-6)
+        assert got["actor/grad_norm"] == pytest.approx(want["actor/grad_norm"], rel=1e-4)
+        assert got["tokens/trained"] == want["tokens/trained"]

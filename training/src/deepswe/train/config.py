@@ -111,6 +111,15 @@ class ClusterConfig(_Section):
         1.0, gt=0, description="CPUs Ray reserves for each rollout worker (the sandboxes not "
         "counted: they run in the container engine)",
     )  # fmt: skip
+    cpu_data_parallel: int = Field(
+        1, ge=1, description="CPU runs (gpus 0): data-parallel trainer ranks, the CPU stand-in "
+        "for the DP a GPU plan derives from cluster.gpus; trainer world = TP x PP x CP x this. "
+        "Above 1 needs scheduler ray and backend megatron",
+    )  # fmt: skip
+    cpus_per_trainer_rank: float = Field(
+        1.0, gt=0, description="CPUs Ray reserves for each trainer-rank actor (CPU runs of a "
+        "trainer world above 1); its torch threads are this, rounded down, at least 1",
+    )  # fmt: skip
 
 
 class TrainConfig(_Section):

@@ -48,10 +48,20 @@ def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
         backend_class(cfg.backend.name),
         source_class(cfg.data.source),
     )
+    if cfg.cluster.scheduler == "local" and cfg.cluster.cpu_data_parallel > 1:
+        raise ValueError(
+            f"cluster.cpu_data_parallel {cfg.cluster.cpu_data_parallel}: data-parallel trainer "
+            "ranks are Ray actors; set cluster.scheduler ray"
+        )
     if cfg.cluster.scheduler == "ray":
         from deepswe.train.cluster import placement_plan
 
-        placement_plan(cfg)  # a ValueError naming the field when the layout cannot be placed
+        plan = placement_plan(cfg)  # a ValueError naming the field when it cannot be placed
+        if plan.trainer_world > 1 and cfg.backend.name == "hf":
+            raise ValueError(
+                f"trainer world {plan.trainer_world}: the hf backend trains in one process; "
+                "ranks that split the work need backend.name megatron"
+            )
         if importlib.util.find_spec("ray") is None:
             raise RuntimeError(
                 "cluster.scheduler 'ray': Ray is not installed (pip install 'deepswe-train[cluster]')"
@@ -105,22 +115,27 @@ class Trainer:
         _check_resume_config(cfg, run_dir, resume)
         dump_config(cfg, run_dir / "config.yaml")
         source = _build(source_cls, cfg)
-        backend = _build(backend_cls, cfg)
         scheduler = None
         if cfg.cluster.scheduler == "ray":
             from deepswe.train.cluster.ray_runtime import RayScheduler
 
             scheduler = RayScheduler.start(cfg)
-            engine = scheduler.engine
-        else:
-            engine = _build(engine_cls, cfg)
+        try:
+            engine = scheduler.engine if scheduler is not None else _build(engine_cls, cfg)
+            ranked = scheduler.backend if scheduler is not None else None
+            # A trainer world above 1: the scheduler's rank actors; otherwise in this process.
+            backend = ranked if ranked is not None else _build(backend_cls, cfg)
+        except BaseException:
+            if scheduler is not None:
+                scheduler.shutdown()
+            raise
         cursor = DataCursor(len(source.tasks()), cfg.run.seed, cfg.data.shuffle)
         trainer = cls(cfg, run_dir, engine, backend, source, cursor, scheduler=scheduler)
         try:
             ckpt = latest_checkpoint(run_dir / "checkpoints") if resume else None
             if resume and ckpt is None:
                 raise FileNotFoundError(f"--resume: {run_dir}/checkpoints has no checkpoint")
-            if ckpt is not None:
+            if ckpt is not None:  # RankedBackend: every rank loads its part
                 trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
                 engine.update_weights(backend.state_dict())  # RemoteEngine: to every replica
             trainer.log = MetricsLog(run_dir, trainer.step if resume else None,
@@ -262,7 +277,14 @@ class Trainer:
 # run started on threads may resume on Ray and back.
 _RESUMABLE_CHANGES = {
     "run": ("steps",),
-    "cluster": ("scheduler", "address", "rollout_workers", "cpus_per_rollout_worker"),
+    # Not cluster.cpu_data_parallel: a checkpoint holds one RNG state per rank.
+    "cluster": (
+        "scheduler",
+        "address",
+        "rollout_workers",
+        "cpus_per_rollout_worker",
+        "cpus_per_trainer_rank",
+    ),
 }
 
 

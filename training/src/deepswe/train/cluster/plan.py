@@ -6,6 +6,9 @@ use the same GPUs in turn (rollout, then update), so every GPU serves both.
 
     deepswe-32b: 64 GPUs = 8 nodes x 8; 8 vLLM replicas of TP 8 (one a node);
                  trainer world 64 = TP 8 x PP 1 x CP 1 x DP 8
+
+A CPU run has no GPUs to derive data parallelism from: `cluster.cpu_data_parallel` stands in for
+it, and each trainer rank gets a bundle of `cluster.cpus_per_trainer_rank` CPUs of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Placement:
     colocated: bool  # engines and trainer ranks share the same GPUs
     rollout_workers: int
     cpus_per_rollout_worker: float
+    cpus_per_trainer_rank: float = 1.0  # CPU runs: each rank actor's own bundle
 
     def bundles(self) -> list[dict[str, float]]:
         """One Ray bundle per GPU, node by node (GPU g on node g // gpus_per_node); a CPU run
@@ -68,6 +72,21 @@ class Placement:
             out.append(merged)
         return out
 
+    def trainer_bundles(self) -> list[dict[str, float]]:
+        """One bundle per trainer-rank actor, reserved after replica_bundles(): CPU runs of a
+        trainer world above 1 only. A world of 1 trains in the driver; on GPUs the ranks would
+        share the engines' GPU bundles (colocated), which is not built."""
+        if self.gpus or self.trainer_world == 1:
+            return []
+        return [{"CPU": self.cpus_per_trainer_rank} for _ in range(self.trainer_world)]
+
+    def cpus(self) -> float:
+        """Every CPU the plan asks Ray for: engine and trainer bundles, rollout workers."""
+        reserved = self.replica_bundles() + self.trainer_bundles()
+        return sum(b.get("CPU", 0.0) for b in reserved) + (
+            self.rollout_workers * self.cpus_per_rollout_worker
+        )
+
     def describe(self) -> str:
         """A few lines for people."""
         where = (
@@ -80,7 +99,8 @@ class Placement:
             where,
             f"engine: {self.engine_replicas} replica(s) x TP {self.engine_tp}",
             f"trainer: world {self.trainer_world} = TP {self.trainer_tp} x PP {self.trainer_pp}"
-            f" x CP {self.trainer_cp} x DP {self.trainer_dp}",
+            f" x CP {self.trainer_cp} x DP {self.trainer_dp}"
+            + (f", {self.cpus_per_trainer_rank:g} CPU a rank" if self.trainer_bundles() else ""),
             f"rollout workers: {self.rollout_workers} x {self.cpus_per_rollout_worker:g} CPU",
         ])  # fmt: skip
 
@@ -93,12 +113,19 @@ def placement_plan(cfg: Any) -> Placement:
     if cl.gpus == 0:
         if etp != 1:
             raise ValueError(f"engine.tensor_parallel {etp} needs GPUs; cluster.gpus is 0")
+        dp = cl.cpu_data_parallel
         return Placement(
             gpus=0, nodes=1, gpus_per_node=0, engine_replicas=1, engine_tp=1,
-            trainer_world=tp * pp * cp, trainer_tp=tp, trainer_pp=pp, trainer_cp=cp,
-            trainer_dp=1, colocated=False, rollout_workers=workers,
+            trainer_world=tp * pp * cp * dp, trainer_tp=tp, trainer_pp=pp, trainer_cp=cp,
+            trainer_dp=dp, colocated=False, rollout_workers=workers,
             cpus_per_rollout_worker=cl.cpus_per_rollout_worker,
+            cpus_per_trainer_rank=cl.cpus_per_trainer_rank,
         )  # fmt: skip
+    if cl.cpu_data_parallel != 1:
+        raise ValueError(
+            f"cluster.cpu_data_parallel {cl.cpu_data_parallel} is for CPU runs; with cluster.gpus "
+            f"{cl.gpus} data parallelism is cluster.gpus / (TP x PP x CP)"
+        )
     if cl.gpus > cl.gpus_per_node and cl.gpus % cl.gpus_per_node:
         raise ValueError(
             f"cluster.gpus {cl.gpus} is not a multiple of cluster.gpus_per_node {cl.gpus_per_node}"
@@ -129,4 +156,5 @@ def placement_plan(cfg: Any) -> Placement:
         trainer_tp=tp, trainer_pp=pp, trainer_cp=cp, trainer_dp=cl.gpus // (tp * pp * cp),
         colocated=True, rollout_workers=workers,
         cpus_per_rollout_worker=cl.cpus_per_rollout_worker,
+        cpus_per_trainer_rank=cl.cpus_per_trainer_rank,
     )  # fmt: skip

@@ -1,15 +1,20 @@
-"""The `ray` scheduler: the inference engine and the rollout workers as Ray actors.
+"""The `ray` scheduler: the inference engine, the rollout workers and the trainer ranks as Ray
+actors.
 
     trainer (driver) --update_weights--> EngineActor (one a replica, in the placement group)
-         |                                    ^ sample
-         +--(task index, seed)--> RolloutWorker x N --> Trajectory (back, in job order)
+         |       |                            ^ sample
+         |       +--(task index, seed)--> RolloutWorker x N --> Trajectory (back, in job order)
+         +--batch--> TrainerRank x world (ranks.py; CPU runs whose trainer world is above 1)
 
-The trainer keeps its backend in the driver process and sees the engine through `RemoteEngine`,
-an `InferenceEngine` proxy. Only a task's index and its rollout seed travel to a worker: each
-worker loads the same tasks itself, so a Ray run samples exactly what the local thread pool does.
+The trainer sees the engine through `RemoteEngine`, an `InferenceEngine` proxy, and the trainer
+ranks through `RankedBackend` (ranks.py), a `TrainingBackend` proxy; with a trainer world of 1 it
+keeps its backend in the driver process. Only a task's index and its rollout seed travel to a
+worker: each worker loads the same tasks itself, so a Ray run samples exactly what the local
+thread pool does.
 
-Not built: trainer-rank actors. The megatron backend has no data parallelism across ranks yet,
-so a plan whose trainer world is above 1 (every multi-GPU plan, deepswe-32b's 64 ranks
+Trainer ranks run on CPU only: the megatron backend trains over gloo on CPU, and colocating ranks
+with the engines on the same GPUs needs the engine inside the rank processes (verl's hybrid
+workers), which is not built, so a GPU plan whose trainer world is above 1 (deepswe-32b's 64 ranks
 included) stops in `RayScheduler.start` with NotImplementedError. GPU placement (an engine actor
 holding `engine.tensor_parallel` GPUs of one node) is tested on declared GPUs only.
 """
@@ -19,11 +24,13 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
 from deepswe.env.trajectory import Trajectory
 from deepswe.train.cluster.plan import Placement, placement_plan
+from deepswe.train.cluster.ranks import RankedBackend, launch
 from deepswe.train.engines import Sample, engine_class
 
 
@@ -123,12 +130,13 @@ class RolloutWorker:
 
 
 def reserve(plan: Placement, timeout_s: float) -> Any:
-    """A ready placement group of plan.replica_bundles(), or RuntimeError saying what the cluster
-    has against what the plan needs."""
+    """A ready placement group of plan.replica_bundles() then plan.trainer_bundles() (reserved
+    together: every rank of the gloo group is placed, or none), or RuntimeError saying what the
+    cluster has against what the plan needs."""
     ray = _ray()
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    bundles = plan.replica_bundles()
+    bundles = plan.replica_bundles() + plan.trainer_bundles()
     pg = placement_group(bundles, strategy="PACK")
     try:
         ray.get(pg.ready(), timeout=timeout_s)
@@ -139,12 +147,17 @@ def reserve(plan: Placement, timeout_s: float) -> Any:
             for k, v in b.items():
                 need[k] = need.get(k, 0.0) + v
         have = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
+        shapes = ", ".join(f"{bundles.count(b)} of {b}" for b in _unique(bundles))
         raise RuntimeError(
             f"the cluster could not place the plan within {timeout_s:g} s: it needs "
-            f"{_fmt(need)} in {len(bundles)} bundle(s) of {bundles[0]} (each on one node); the "
+            f"{_fmt(need)} in {len(bundles)} bundle(s) ({shapes}; each on one node); the "
             f"cluster has {_fmt(have)}\n{plan.describe()}"
         ) from None
     return pg
+
+
+def _unique(bundles: list[dict[str, float]]) -> list[dict[str, float]]:
+    return [b for i, b in enumerate(bundles) if b not in bundles[:i]]
 
 
 def _fmt(res: dict[str, float]) -> str:
@@ -166,9 +179,26 @@ def engine_options(plan: Placement, pg: Any, i: int) -> dict[str, Any]:
     }
 
 
+def rank_options(plan: Placement, pg: Any) -> list[dict[str, Any]]:
+    """Ray actor options placing trainer rank r in its bundle of `pg` (after the engines')."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    first = plan.engine_replicas
+    return [
+        {
+            "num_cpus": b["CPU"],
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=first + r
+            ),
+        }
+        for r, b in enumerate(plan.trainer_bundles())
+    ]
+
+
 @dataclass
 class RayScheduler:
-    """Started by `start(cfg)`; the trainer uses `.engine` and `collect`, then `shutdown()`."""
+    """Started by `start(cfg)`; the trainer uses `.engine`, `.backend` (None: a trainer world of
+    1, the backend stays in the driver) and `collect`, then `shutdown()`."""
 
     plan: Placement
     engine: RemoteEngine
@@ -176,26 +206,28 @@ class RayScheduler:
     pg: Any
     engine_actors: list[Any]
     owns_ray: bool
+    backend: RankedBackend | None = None
     closed: bool = field(default=False)
 
     @classmethod
     def start(cls, cfg: Any, timeout_s: float = 300.0) -> RayScheduler:
         """Validate the plan, start or join Ray, reserve the placement group, place the engine
-        replicas in it and the rollout workers beside it; waits until all are up."""
+        replicas and the trainer ranks in it and the rollout workers beside it; waits until all
+        are up."""
         plan = placement_plan(cfg)
-        if plan.trainer_world > 1:
+        if plan.gpus and plan.trainer_world > 1:
             raise NotImplementedError(
-                f"trainer world {plan.trainer_world}: trainer-rank actors are not built (the "
-                "megatron backend has no data parallelism across ranks yet)"
+                f"trainer world {plan.trainer_world} on GPUs: trainer-rank actors run on CPU only "
+                "(the megatron backend trains over gloo on CPU, and colocating the ranks with the "
+                f"TP-{plan.engine_tp} engines on the same GPUs needs the engine inside the rank "
+                "processes, as verl's hybrid workers: not built)"
             )
         ray = _ray()
         owns = not ray.is_initialized()
         if owns and cfg.cluster.address is None:
             # Logical CPUs: enough for every actor even on a small box (Ray does not pin cores).
-            need = sum(b.get("CPU", 0.0) for b in plan.bundles())
-            need += plan.rollout_workers * plan.cpus_per_rollout_worker
             ray.init(
-                num_cpus=max(os.cpu_count() or 1, math.ceil(need)),
+                num_cpus=max(os.cpu_count() or 1, math.ceil(plan.cpus())),
                 include_dashboard=False, log_to_driver=False, configure_logging=False,
             )  # fmt: skip
         elif owns:
@@ -215,37 +247,51 @@ class RayScheduler:
         pg = reserve(plan, timeout_s)
         actors: list[Any] = []
         workers: list[Any] = []
+        ranks: list[Any] = []
+        tmp = None
         try:
+            if plan.trainer_bundles():  # first: the slowest to start (each builds the model)
+                # tcp on a cluster (rank 0's node, asked of it); a file in a temp dir on one box
+                nodes = sum(1 for n in ray.nodes() if n["Alive"])
+                how = "tcp" if cfg.cluster.address is not None or nodes > 1 else "file"
+                threads = max(int(plan.cpus_per_trainer_rank), 1)
+                ranks, tmp = launch(cfg, rank_options(plan, pg), how, threads, timeout_s)
             host = ray.remote(EngineActor)
             actors += [
                 host.options(**engine_options(plan, pg, i)).remote(cfg)
                 for i in range(plan.engine_replicas)
             ]
-            free = ray.available_resources().get("CPU", 0.0)
-            want = plan.rollout_workers * plan.cpus_per_rollout_worker
-            if free < want:
+            # Against the cluster's total, not what is free now: actors killed a moment ago (a
+            # run resumed right after another closed) give their CPUs back only after a while.
+            total = ray.cluster_resources().get("CPU", 0.0)
+            if total < plan.cpus():
+                want = plan.rollout_workers * plan.cpus_per_rollout_worker
                 raise RuntimeError(
                     f"cluster.rollout_workers {plan.rollout_workers} x "
                     f"cluster.cpus_per_rollout_worker {plan.cpus_per_rollout_worker:g} = "
-                    f"{want:g} CPUs; the cluster has {free:g} free"
+                    f"{want:g} CPUs beside the placement group: the plan needs {plan.cpus():g} "
+                    f"CPUs in all, the cluster has {total:g}"
                 )
             worker = ray.remote(RolloutWorker).options(num_cpus=plan.cpus_per_rollout_worker)
             # Worker w samples from replica w mod replicas: the load spreads over the replicas.
             workers += [
                 worker.remote(cfg, [actors[w % len(actors)]]) for w in range(plan.rollout_workers)
             ]
-            pending = [a.ready.remote() for a in actors] + [w.ready.remote() for w in workers]
+            pending = [a.ready.remote() for a in actors + workers + ranks]
             try:
-                ray.get(pending, timeout=timeout_s)
+                names = ray.get(pending, timeout=timeout_s)
             except ray.exceptions.GetTimeoutError:
                 raise RuntimeError(
-                    f"the engine and {len(workers)} rollout workers did not start within "
-                    f"{timeout_s:g} s"
+                    f"the engine, {len(workers)} rollout workers and {len(ranks)} trainer ranks "
+                    f"did not start within {timeout_s:g} s"
                 ) from None
-            return cls(plan, RemoteEngine.over(actors, cfg), workers, pg, actors, owns)
+            backend = RankedBackend(ranks, names[-1], timeout_s, tmp) if ranks else None
+            return cls(plan, RemoteEngine.over(actors, cfg), workers, pg, actors, owns, backend)
         except BaseException:
-            for a in workers + actors:
+            for a in workers + actors + ranks:
                 ray.kill(a)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
             remove_placement_group(pg)
             raise
 
@@ -265,6 +311,8 @@ class RayScheduler:
 
         for a in self.workers + self.engine_actors:
             ray.kill(a)
+        if self.backend is not None:
+            self.backend.close()
         remove_placement_group(self.pg)
         if self.owns_ray:
             ray.shutdown()
