@@ -238,7 +238,8 @@ def ray_with_gpus():
     """A local Ray told it has 8 GPUs (placement is checked without any), shared by the rest of
     the module; 8 logical CPUs, enough for an engine, two rollout workers and two ranks."""
     if ray.is_initialized():
-        pytest.skip("a Ray is already running in this process")
+        # Every Ray user in the suite shuts its Ray down; one left running is a leak to fix.
+        pytest.fail("a Ray is already running in this process: an earlier test leaked it")
     # Logical CPUs: the 8-GPU plans reserve one CPU beside each GPU.
     ray.init(num_cpus=8, num_gpus=8, include_dashboard=False, log_to_driver=False)
     yield
