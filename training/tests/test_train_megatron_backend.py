@@ -15,7 +15,7 @@ import torch
 from deepswe.train.backends import TrainingBackend, backend_class
 from deepswe.train.backends.hf import HFBackend
 from deepswe.train.backends.megatron import MegatronBackend, selfcheck
-from deepswe.train.backends.megatron.backend import dp_share
+from deepswe.train.backends.megatron.groups import dp_share
 from deepswe.train.backends.megatron.model import ParallelConfig
 from deepswe.train.backends.megatron.selfcheck import OPTIM, random_batch
 from deepswe.train.fixtures import build_tiny_policy

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +26,7 @@ import torch.distributed as dist
 from deepswe.train.algos import GRPOConfig, ppo_clip_loss
 from deepswe.train.backends import OptimConfig, StepStats, UpdateBatch
 from deepswe.train.backends.megatron import mapping, model, shim
+from deepswe.train.backends.megatron.groups import dp_info, dp_share, sum_grads_over, tp_info
 from deepswe.train.backends.megatron.logprobs import vocab_parallel_logprobs
 from deepswe.train.rollout import RolloutBatch
 
@@ -53,7 +53,7 @@ class CausalLMView(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, **_: Any) -> SimpleNamespace:
         logits = model.forward_logits(self.gpt, input_ids)
-        _, size, group = _tp()
+        _, size, group = tp_info()
         if size > 1:
             parts = [torch.empty_like(logits) for _ in range(size)]
             dist.all_gather(parts, logits.contiguous(), group=group)
@@ -61,72 +61,9 @@ class CausalLMView(torch.nn.Module):
         return SimpleNamespace(logits=logits)
 
 
-def _tp() -> tuple[int, int, Any]:
-    from megatron.core import parallel_state as ps
-
-    return (
-        ps.get_tensor_model_parallel_rank(),
-        ps.get_tensor_model_parallel_world_size(),
-        ps.get_tensor_model_parallel_group(),
-    )
-
-
-def _dp() -> tuple[int, int, Any]:
-    """(rank, size, group) of data parallelism: the ranks that hold the same TP shard. CP is 1
-    (model.validate); with CP > 1 gradients would be summed over DP x CP instead."""
-    from megatron.core import parallel_state as ps
-
-    return (
-        ps.get_data_parallel_rank(),
-        ps.get_data_parallel_world_size(),
-        ps.get_data_parallel_group(),
-    )
-
-
-def dp_share(n: int, rank: int, size: int) -> slice:
-    """The rows of an n-row batch that DP rank `rank` of `size` trains on: contiguous chunks
-    whose lengths differ by at most one, in rank order; empty when n < size for some ranks."""
-    return slice(n * rank // size, n * (rank + 1) // size)
-
-
 def _width(batch: RolloutBatch, rows: slice) -> int:
     """The longest sequence among `rows` (at least 1): their padding columns are dropped."""
     return max(int(batch.attention_mask[rows].sum(dim=1).max().item()), 1)
-
-
-# Gradients are summed in flat float32 buckets of at most this many elements: one collective per
-# bucket rather than per parameter, in float32 so that bf16 gradients lose no bits to the sum.
-_BUCKET_NUMEL = 1 << 26
-
-
-def _sum_grads_over(params: list[torch.nn.Parameter], group: Any) -> None:
-    """All-reduce (SUM) every gradient over `group`, in place.
-
-    A rank whose share of rows was empty ran no backward and has no gradients: it joins with
-    zeros. A parameter with no gradient on any rank keeps none, as in a single process."""
-    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
-    dist.all_reduce(has, op=dist.ReduceOp.MAX, group=group)
-    live = [p for p, h in zip(params, has.tolist(), strict=True) if h]
-    for p in live:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    for bucket in _buckets(live):
-        flat = torch.cat([p.grad.reshape(-1).float() for p in bucket])
-        dist.all_reduce(flat, group=group)
-        for p, g in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):
-            p.grad.copy_(g.view_as(p.grad))
-
-
-def _buckets(params: list[torch.nn.Parameter]) -> Iterator[list[torch.nn.Parameter]]:
-    """Consecutive runs of `params` of at most _BUCKET_NUMEL elements (a larger one alone)."""
-    bucket: list[torch.nn.Parameter] = []
-    for p in params:
-        if bucket and sum(q.numel() for q in bucket) + p.numel() > _BUCKET_NUMEL:
-            yield bucket
-            bucket = []
-        bucket.append(p)
-    if bucket:
-        yield bucket
 
 
 class MegatronBackend:
@@ -194,14 +131,14 @@ class MegatronBackend:
     # -- weights ---------------------------------------------------------------------------------
     def _load_hf(self, hf_sd: dict[str, torch.Tensor]) -> None:
         full = mapping.hf_to_megatron(hf_sd, self.dims)
-        rank, size, _ = _tp()
+        rank, size, _ = tp_info()
         model.load_megatron_state(self.gpt, mapping.tp_shard(full, rank, size))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """HF names (lm_head.weight included, the embedding when tied); TP shards gathered, so
         collective within the TP group. The same on every DP rank (they step identically)."""
         local = model.megatron_params(self.gpt)
-        rank, size, group = _tp()
+        rank, size, group = tp_info()
         if size > 1:
             shards = [{} for _ in range(size)]
             for name, t in local.items():
@@ -235,7 +172,7 @@ class MegatronBackend:
         # The vocab-parallel head runs at every position here (its logits are sharded over
         # tensor-parallel ranks); `positions` only zeroes the rest, as the Protocol says.
         self.gpt.eval()
-        dp_rank, dp_size, dp_group = _dp()
+        dp_rank, dp_size, dp_group = dp_info()
         out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
         with torch.no_grad():
             for rows in self._micro(dp_share(len(batch), dp_rank, dp_size)):
@@ -254,12 +191,12 @@ class MegatronBackend:
         full batch's. Then clip by the global norm and step, identically on every rank."""
         self.gpt.train()
         self.optimizer.zero_grad(set_to_none=True)
-        dp_rank, dp_size, dp_group = _dp()
+        dp_rank, dp_size, dp_group = dp_info()
         sums = torch.zeros(4, dtype=torch.float64)  # loss, clipfrac * k, approx_kl * k, entropy
         for rows in self._micro(dp_share(len(batch.rollout), dp_rank, dp_size)):
             sums += self._micro_step(batch, rows)
         if dp_size > 1:
-            _sum_grads_over(list(self.gpt.parameters()), dp_group)
+            sum_grads_over(list(self.gpt.parameters()), dp_group)
             dist.all_reduce(sums, group=dp_group)
         norm = self._finalize_and_clip()
         skipped = not _finite_below(norm, self.optim_cfg.skip_grad_norm)
@@ -303,7 +240,7 @@ class MegatronBackend:
         named = [(n, p) for n, p in self.gpt.named_parameters() if p.grad is not None]
         if not named:
             return 0.0
-        _, size, group = _tp()
+        _, size, group = tp_info()
         params = [p for _, p in named]
         if size == 1:  # the exact computation the hf backend does
             return float(torch.nn.utils.clip_grad_norm_(params, self.optim_cfg.grad_clip))
@@ -338,7 +275,7 @@ class MegatronBackend:
 
         directory = Path(directory)
         hf_sd = self.state_dict()  # collective under TP: every rank calls it
-        rank, (tp_rank, _, _), (dp_rank, _, _) = dist.get_rank(), _tp(), _dp()
+        rank, (tp_rank, _, _), (dp_rank, _, _) = dist.get_rank(), tp_info(), dp_info()
         if rank == 0:
             out = directory / "model"
             out.mkdir(parents=True, exist_ok=True)
@@ -366,7 +303,7 @@ class MegatronBackend:
         """What `save` wrote, on a world of the same TP x DP layout (no collective)."""
         from megatron.core.tensor_parallel import random as mrandom
 
-        directory, rank, (tp_rank, _, _) = Path(directory), dist.get_rank(), _tp()
+        directory, rank, (tp_rank, _, _) = Path(directory), dist.get_rank(), tp_info()
         self._load_hf(_read_hf_weights(directory / "model"))
         self.optimizer.load_state_dict(
             torch.load(directory / f"optimizer_tp{tp_rank}.pt", weights_only=True)

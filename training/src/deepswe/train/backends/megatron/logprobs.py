@@ -11,15 +11,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-
-def _tp() -> tuple[int, int, object]:
-    from megatron.core import parallel_state as ps
-
-    return (
-        ps.get_tensor_model_parallel_rank(),
-        ps.get_tensor_model_parallel_world_size(),
-        ps.get_tensor_model_parallel_group(),
-    )
+from deepswe.train.backends.megatron.groups import tp_info
 
 
 def _sum_across_tp(x: torch.Tensor) -> torch.Tensor:
@@ -37,7 +29,7 @@ def vocab_parallel_logprobs(
     (logprobs [B, T-1], entropy [B, T-1] or None): position t scores input_ids[:, t + 1].
 
     Entropy (nats, of the tempered distribution) has no gradient; it is for logging."""
-    rank, size, group = _tp()
+    rank, size, group = tp_info()
     z = logits[:, :-1].float()
     if temperature > 0:
         z = z / temperature

@@ -63,7 +63,7 @@ def run_backend(backend, upd: UpdateBatch) -> dict:
 def _step(build, vocab: int, rows: int, tmp: str) -> dict:
     from megatron.core import parallel_state as ps
 
-    from deepswe.train.backends.megatron.backend import dp_share
+    from deepswe.train.backends.megatron.groups import dp_share
 
     mg = build()
     res = run_backend(mg, random_batch(vocab, rows=rows))
