@@ -71,6 +71,11 @@ class HiddenTests(_Frozen):
     test_files: dict[str, str] = {}
     """R2E-Gym: the hidden test files its images ship under /r2e_tests (file name -> source),
     from execution_result_content. Empty for other sources."""
+    graded_files: list[str] = []
+    """Repository paths of the files that hold the graded tests when they ship with the
+    repository itself (swe-mini). Grading restores each to the task's version before the tests
+    run, so a patch cannot rewrite the tests it is graded by. Files the test patch touches are
+    restored the same way without being listed here."""
 
 
 class PublicTask(_Frozen):

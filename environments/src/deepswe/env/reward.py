@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 
 from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
 
 from deepswe.data.task import Task
 from deepswe.env.grading import grade
@@ -23,25 +24,43 @@ from deepswe.env.grading.markers import (
 from deepswe.env.grading.outcomes import GradeResult, Outcome
 from deepswe.env.grading.patch import patch_apply_script
 from deepswe.env.sandbox import Sandbox, SandboxError
+from deepswe.env.workspace import START_REF, take_snapshot
 
 PATCH_PATH = "/tmp/deepswe/model.patch"
 TEST_PATCH_PATH = "/tmp/deepswe/test.patch"
 
 
-def hidden_tests_script(task: Task) -> str:
-    """Bash that puts the hidden tests in place.
+def graded_paths(task: Task) -> list[str]:
+    """Repository files that belong to the task, not to the agent: those holding a graded test
+    (`hidden.graded_files`) and those the test patch touches."""
+    paths = set(task.hidden.graded_files)
+    if task.hidden.test_patch:
+        paths |= {f.path for f in PatchSet(task.hidden.test_patch)}
+    return sorted(paths)
 
-    As SWE-bench's eval script does, every file the test patch touches is first reset to
-    base_commit (or removed, if base_commit lacks it): a model that edited or created one of
-    them must not make the task's own test patch fail to apply.
+
+def hidden_tests_script(task: Task) -> str:
+    """Bash that puts the hidden tests in place (run in the repository, after the patch).
+
+    Every graded path is first put back as it was when the sandbox started (the start
+    snapshot, `deepswe.env.workspace`), or removed if it was not there: a patch cannot rewrite
+    the tests it is graded by, and a file the agent created where the test patch adds one does
+    not make the task's own test patch fail to apply. SWE-bench's eval script does the same for
+    the files its test patch touches (`git checkout <base_commit> <files>`); other files, e.g.
+    a conftest.py, are graded as the patch left them, as in SWE-bench.
     """
-    if not task.hidden.test_patch:
+    paths = graded_paths(task)
+    if not paths:
         return ""
     lines = []
-    for path in sorted({f.path for f in PatchSet(task.hidden.test_patch)}):
-        q = shlex.quote(path)
-        lines.append(f"git checkout -q HEAD -- {q} 2>/dev/null || rm -f {q}")
-    lines.append(f"git apply --verbose {TEST_PATCH_PATH} >&2 || exit 3")
+    for path in paths:
+        q, at = shlex.quote(path), shlex.quote(f"{START_REF}:{path}")
+        lines.append(
+            f"if git cat-file -e {at} 2>/dev/null; then rm -rf {q}; "
+            f"git checkout -q {START_REF} -- {q} || exit 4; else rm -rf {q}; fi"
+        )
+    if task.hidden.test_patch:
+        lines.append(f"git apply --verbose {TEST_PATCH_PATH} >&2 || exit 3")
     return "\n".join(lines)
 
 
@@ -54,6 +73,7 @@ def run_reward(
     """
     log: list[str] = []
     try:
+        take_snapshot(sandbox, workdir)
         if patch.strip():
             sandbox.write_file(PATCH_PATH, patch if patch.endswith("\n") else patch + "\n")
             applied = sandbox.run(patch_apply_script(PATCH_PATH, workdir), timeout=120)
@@ -68,8 +88,8 @@ def run_reward(
         if setup:
             r = sandbox.run(setup, cwd=workdir, timeout=120)
             if r.exit_code != 0:
-                # The task's own test patch does not apply to its own base: a broken task,
-                # not a wrong answer.
+                # The task's own tests cannot be put in place on its own start (its test patch
+                # does not apply): a broken task or harness, not a wrong answer.
                 log.append(f"{INFRA_ERROR} (hidden tests did not apply)\n{r.output}")
                 return grade(task, "\n".join(log), infra_error=True), "\n".join(log)
         spec = task.test_spec
@@ -79,10 +99,11 @@ def run_reward(
             log.append(TESTS_TIMEOUT)
         text = "\n".join(log)
         return grade(task, text, timed_out=tests.timed_out), text
-    except SandboxError as exc:
-        log.append(f"{INFRA_ERROR} ({exc})")
+    except (SandboxError, UnidiffParseError) as exc:
+        # UnidiffParseError: the task's own test patch is malformed, a broken task.
+        log.append(f"{INFRA_ERROR} ({type(exc).__name__}: {exc})")
         text = "\n".join(log)
         return grade(task, text, infra_error=True), text
 
 
-__all__ = ["Outcome", "hidden_tests_script", "run_reward"]
+__all__ = ["Outcome", "graded_paths", "hidden_tests_script", "run_reward"]

@@ -18,6 +18,7 @@ from deepswe.env.sandbox import Sandbox, SandboxError
 from deepswe.env.tools import error_observation, format_observation, timeout_observation
 from deepswe.env.tools.calls import shell_command, tool_files
 from deepswe.env.trajectory import Action, Ending, Step, Trajectory
+from deepswe.env.workspace import PatchNotTaken, agent_patch, take_snapshot
 
 TOOLS_DIR = "/usr/local/bin"
 
@@ -82,14 +83,6 @@ def _observe(
     return format_observation(call.name, r.stdout, r.stderr, r.exit_code), step
 
 
-def extract_patch(sandbox: Sandbox, workdir: str = "/testbed") -> str:
-    """Everything the agent changed, as one diff against base_commit (new files included)."""
-    r = sandbox.run(
-        "git add -A && git -c core.quotepath=false diff --cached", cwd=workdir, timeout=120
-    )
-    return r.stdout if r.exit_code == 0 else ""
-
-
 def _loop(
     task: Task, policy: Policy, sandbox: Sandbox, limits: EpisodeLimits, traj: Trajectory
 ) -> None:
@@ -143,6 +136,7 @@ def run_episode(
     )
     started = time.monotonic()
     try:
+        take_snapshot(sandbox, limits.workdir)  # before the agent acts: the patch's "before"
         install_tools(sandbox)
         _loop(task, policy, sandbox, limits, traj)
     except _End as end:
@@ -156,8 +150,10 @@ def run_episode(
         traj.ending, traj.ending_detail = Ending.INFRA_ERROR, str(exc)
     if traj.ending is not Ending.INFRA_ERROR:
         try:
-            traj.patch = extract_patch(sandbox, limits.workdir)
-        except SandboxError as exc:
+            traj.patch = agent_patch(sandbox, limits.workdir)
+        except PatchNotTaken as exc:  # the agent destroyed its repository: graded as no change
+            traj.ending_detail = "; ".join(filter(None, [traj.ending_detail, f"patch: {exc}"]))
+        except SandboxError as exc:  # never an empty patch: nobody's answer is known
             traj.ending, traj.ending_detail = Ending.INFRA_ERROR, f"taking the patch: {exc}"
     traj.wall_seconds = time.monotonic() - started
     return traj

@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 def _harness_outcome(
     harness: str, apply_ok: bool, timed_out: bool, infra_error: bool
 ) -> tuple[Outcome, str] | None:
+    for marker in (markers.INFRA_ERROR, markers.RESET_FAILED):
+        line = markers.marker_line(harness, marker)
+        if line is not None:
+            return Outcome.INFRA_ERROR, f"the harness failed: {line[:300]}"
     if infra_error:
         return Outcome.INFRA_ERROR, "the sandbox reported an infrastructure failure"
-    for marker in (markers.INFRA_ERROR, markers.RESET_FAILED):
-        if markers.has_marker(harness, marker):
-            return Outcome.INFRA_ERROR, f"log carries the harness marker {marker!r}"
     if not apply_ok or markers.has_marker(harness, markers.APPLY_PATCH_FAIL):
         return Outcome.PATCH_APPLY_FAILED, "the patch did not apply"
     if timed_out or markers.has_marker(harness, markers.TESTS_TIMEOUT):

@@ -36,7 +36,15 @@ def has_marker(log: str, marker: str) -> bool:
     Whole-line matching (not substring) so that a marker quoted inside other output, e.g. in
     an assertion message, does not count.
     """
-    return any(line.strip().startswith(marker) for line in strip_ansi(log).splitlines())
+    return marker_line(log, marker) is not None
+
+
+def marker_line(log: str, marker: str) -> str | None:
+    """The first line of `log` that `has_marker` would match, stripped; None if there is none."""
+    for line in strip_ansi(log).splitlines():
+        if line.strip().startswith(marker):
+            return line.strip()
+    return None
 
 
 def split_log(log: str) -> tuple[str, str]:

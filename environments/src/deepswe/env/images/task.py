@@ -2,8 +2,9 @@
 
 Two layers on top of a base image, each tagged by a hash of what went into it:
 
-  deepswe/env:<hash>    base + the spec's pip requirements, from host-downloaded wheels
-                        (shared by every task with the same base and requirements)
+  deepswe/env:<hash>    base + the spec's pip requirements, from host-downloaded wheels, and
+                        PYTHONDONTWRITEBYTECODE=1 (shared by every task with the same base and
+                        requirements)
   deepswe/task:<hash>   env + the repository at base_commit in /testbed + the install commands
 
 The repository in /testbed sits at base_commit on a branch `main`, with no later commit, no
@@ -28,7 +29,7 @@ from deepswe.env.images.recipe import base_image_tag, python_version
 from deepswe.env.images.wheels import download_wheels, pip_install_command
 from deepswe.env.sandbox.docker import client
 
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"  # 2: PYTHONDONTWRITEBYTECODE in the env layer
 Log = Callable[[str], None]
 
 
@@ -98,7 +99,9 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
     log(f"building {tag} ({len(spec.pip)} requirements on {base})")
     with tempfile.TemporaryDirectory(prefix="deepswe-env-") as tmp:
         ctx = Path(tmp)
-        lines = [f"FROM {base}"]
+        # No bytecode beside the sources: an agent that runs Python must not find (or submit)
+        # __pycache__ files it did not mean to write. The patch excludes them regardless.
+        lines = [f"FROM {base}", "ENV PYTHONDONTWRITEBYTECODE=1"]
         if spec.pip:
             download_wheels(spec.pip, ctx / "wheels", python_version(spec.base))
             lines += [
