@@ -48,3 +48,59 @@ def test_ci_subset_gold_resolves_and_empty_does_not(subset):
     report = validate_tasks(tasks, cache / "progress.jsonl", workers=2, show_progress=False)
     assert report["validated"] == len(tasks)
     assert report["failed"] == [], report
+
+
+def _rigged(nodeids: list[str]) -> str:
+    """A test module that defines every test of `nodeids` (one file's) to pass, whatever the code."""
+    functions = sorted({n.split("::")[1] for n in nodeids if n.count("::") == 1})
+    classes: dict[str, set[str]] = {}
+    for n in nodeids:
+        if n.count("::") == 2:
+            cls, name = n.split("::")[1:]
+            classes.setdefault(cls, set()).add(name)
+    out = ["import unittest\n"]
+    out += [f"\ndef {f}():\n    pass\n" for f in functions]
+    for cls, names in sorted(classes.items()):
+        out.append(f"\nclass {cls}(unittest.TestCase):\n")
+        out += [f"    def {name}(self):\n        pass\n" for name in sorted(names)]
+    return "".join(out)
+
+
+def test_rewriting_the_graded_tests_of_a_swe_mini_task_earns_nothing(subset):
+    """Regression: swe-mini's graded tests live in the repository and nothing restored them, so a
+    patch that replaced them by same-named tests that pass, and left the bug, was resolved. On
+    one task of each of two projects: reward 0 now, reward 1 with the restore switched off."""
+    from deepswe.env.episode import run_task
+    from deepswe.env.policies.scripted import FINISH, ScriptedPolicy
+    from deepswe.env.sandbox import SandboxLimits
+
+    _, tasks = subset
+    plain = [  # test ids a rigged module can redefine (no parametrized ids, no nested classes)
+        t
+        for t in tasks
+        if not any(
+            "[" in n or n.count("::") > 2 for n in t.hidden.fail_to_pass + t.hidden.pass_to_pass
+        )
+    ]
+    chosen = [next(t for t in plain if t.repo == f"pypi/{p}") for p in ("addict", "xmltodict")]
+    for task in chosen:
+        ids = task.hidden.fail_to_pass + task.hidden.pass_to_pass
+        script = [
+            "<function=execute_bash><parameter=cmd>"
+            f"cat > /testbed/{path} <<'EOF'\n{_rigged([n for n in ids if n.startswith(path + '::')])}EOF"
+            "</parameter></function>"
+            for path in task.hidden.graded_files
+        ]
+        script.append(  # the "fix": a comment in the buggy file, the bug left as it is
+            "<function=execute_bash><parameter=cmd>"
+            f"echo '# fixed' >> /testbed/{task.metadata['file']}</parameter></function>"
+        )
+        limits = SandboxLimits(memory="1g", pids=256)
+        traj = run_task(task, ScriptedPolicy([*script, FINISH]), sandbox_limits=limits)
+        assert all(f"b/{p}" in traj.patch for p in task.hidden.graded_files), traj.patch
+        assert (traj.outcome, traj.reward) == ("unresolved", 0.0), traj.grade_detail
+        unguarded = task.model_copy(
+            update={"hidden": task.hidden.model_copy(update={"graded_files": []})}
+        )
+        control = run_task(unguarded, ScriptedPolicy([*script, FINISH]), sandbox_limits=limits)
+        assert (control.outcome, control.reward) == ("resolved", 1.0), control.grade_detail

@@ -3,7 +3,9 @@
 A swe-mini row uses SWE-bench's field names plus an `environment` object:
 `instance_id, repo, base_commit, problem_statement, patch, test_patch, FAIL_TO_PASS,
 PASS_TO_PASS, environment: {base, source, pip, install, test_cmd, log_parser}`, and optionally
-`source` ("swe-mini" | "custom"), `version`, `created_at`, `hints_text`, `timeout_s`, `metadata`.
+`source` ("swe-mini" | "custom"), `version`, `created_at`, `hints_text`, `timeout_s`, `metadata`,
+and `graded_files`: the repository files that hold FAIL_TO_PASS/PASS_TO_PASS tests when they ship
+with the repository (grading restores them, so a patch cannot rewrite them).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class SweMiniRow(SweBenchFields):
     hints_text: str | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     metadata: dict[str, str] = {}
+    graded_files: list[Text] = []
 
 
 def swe_mini_row_to_task(data: dict[str, Any]) -> Task:
@@ -61,6 +64,7 @@ def swe_mini_row_to_task(data: dict[str, Any]) -> Task:
             fail_to_pass=row.FAIL_TO_PASS,
             pass_to_pass=row.PASS_TO_PASS,
             test_patch=row.test_patch,
+            graded_files=row.graded_files,
         ),
         gold_patch=row.patch or None,
         version=row.version,

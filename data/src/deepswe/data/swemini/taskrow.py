@@ -107,7 +107,11 @@ def make_task(
             log_parser="pytest",
         ),
         test_spec=TestSpec(command=command, log_parser="pytest", timeout_s=TEST_TIMEOUT_S),
-        hidden=HiddenTests(fail_to_pass=attempt.fail_to_pass, pass_to_pass=attempt.pass_to_pass),
+        hidden=HiddenTests(
+            fail_to_pass=attempt.fail_to_pass,
+            pass_to_pass=attempt.pass_to_pass,
+            graded_files=attempt.files,  # restored before grading: the tests live in the repo
+        ),
         gold_patch=gold_patch,
         version=project.version,
         metadata={
