@@ -84,3 +84,41 @@ def calc_task(tmp_path_factory) -> Task:
         ),
         gold_patch=gold,
     )
+
+
+SETUP_PY = "from setuptools import setup\n\nsetup(name='calc', version='1.0', packages=['calc'])\n"
+
+
+@pytest.fixture(scope="session")
+def installed_calc_task(tmp_path_factory) -> Task:
+    """The calc task, installed the usual way in a repository with no .gitignore: the install
+    (`pip install -e .`) leaves `calc.egg-info/` untracked in /testbed."""
+    repo = tmp_path_factory.mktemp("installed") / "calc"
+    (repo / "calc").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "calc" / "__init__.py").write_text("")
+    (repo / "calc" / "ops.py").write_text(OPS_BUG)
+    (repo / "setup.py").write_text(SETUP_PY)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_visible.py").write_text(VISIBLE_TEST)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "calc with a bug")
+    return Task(
+        instance_id="calc__calc-installed",
+        repo="calc/calc",
+        base_commit=_git(repo, "rev-parse", "HEAD").strip(),
+        problem_statement="add(2, 3) returns -1 instead of 5.",
+        source=TaskSource.CUSTOM,
+        environment=EnvironmentSpec(
+            source=str(repo),
+            pip=["pytest"],
+            install=["pip install --no-index --no-build-isolation --no-deps -e ."],
+        ),
+        test_spec=TestSpec(command="python -m pytest -rA tests", log_parser="pytest"),
+        hidden=HiddenTests(
+            fail_to_pass=["tests/test_hidden.py::test_add"],
+            pass_to_pass=["tests/test_visible.py::test_clamp"],
+            test_patch=_diff(repo, "tests/test_hidden.py", HIDDEN_TEST),
+        ),
+        gold_patch=_diff(repo, "calc/ops.py", OPS_GOOD),
+    )

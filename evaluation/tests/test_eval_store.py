@@ -47,7 +47,9 @@ def test_records_survive_sigkill_whole_or_not_at_all(tmp_path):
     assert store.clean() == stray and not list(store.episodes_dir.glob("*/.*.tmp"))
 
 
-def test_done_lists_exactly_the_stored_episodes(tmp_path):
+def test_done_lists_exactly_the_stored_results(tmp_path):
+    """An infra_error record is stored (nothing is lost) but is not a result: a resumed run
+    tries that episode again; a graded record replaces it."""
     store = RunStore(tmp_path)
     for iid, k in [("a", 0), ("a", 1), ("b", 1)]:
         store.save(
@@ -58,7 +60,8 @@ def test_done_lists_exactly_the_stored_episodes(tmp_path):
             instance_id="a", run=1, repo="r", status=EpisodeStatus.GRADED, outcome="resolved"
         )
     )
-    assert store.done() == {("a", 0), ("a", 1), ("b", 1)}
+    assert store.done() == {("a", 1)}
+    assert len(store.records()) == 3
     assert [r.status for r in store.records() if (r.instance_id, r.run) == ("a", 1)] == [
         EpisodeStatus.GRADED
     ]
@@ -113,7 +116,14 @@ def test_cli_refuses_to_resume_with_a_different_protocol(tmp_path):
     res = subprocess.run(
         [*args, "--runs", "2"], capture_output=True, text=True, timeout=120, env=env
     )
-    # the same protocol is accepted (then every episode is an infra error: no engine)
-    assert "resuming" in res.stderr and res.returncode == 0, res.stderr
+    # the same protocol is accepted; every episode is then an infra error (no engine): the
+    # report is written and counts them apart, and the run exits 3, not 0
+    assert "resuming" in res.stderr and res.returncode == 3, res.stderr
+    assert "4 episode(s) are still infra_error after 2 retries" in res.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["counts"] == {"infra_error": 4}
+    res = subprocess.run(  # the same command again retries them, and says so
+        [*args, "--runs", "2", "--max-infra-errors", "4"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert "retrying 4 infra_error episodes" in res.stderr and res.returncode == 0, res.stderr

@@ -91,3 +91,56 @@ def test_one_grpo_step_on_a_real_spine_task(tmp_path):
     assert record["actor/skipped"] == 0.0 and record["tokens/trained"] == record["tokens/response"]
     assert all(s["step"] == 1 for s in trainer.backend.optimizer.state.values())
     assert (tmp_path / "run/checkpoints/step-000001/model/model.safetensors").exists()
+
+
+def test_a_grading_infra_failure_never_reaches_the_loss(tmp_path):
+    """Regression: a grading-stage infra failure (here: a task whose own test patch does not
+    apply) set outcome infra_error but left the ending `submitted`/`max_steps`; the trainer
+    filters on endings, so the row was trained on as a failure with reward 0."""
+    from deepswe.env.trajectory import Trajectory
+    from deepswe.train.rollout import ChatRenderer, trajectory_sequence
+
+    good = calc_task(tmp_path / "good")
+    stale = (  # the broken task's test patch: its context is nowhere in the repository
+        "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n"
+        "@@ -1 +1 @@\n-this line is not in the file\n+x = 1\n"
+    )
+    broken = good.model_copy(update={
+        "instance_id": "calc__calc-broken",
+        "hidden": good.hidden.model_copy(update={"test_patch": stale}),
+    })  # fmt: skip
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(good.model_dump_json() + "\n" + broken.model_dump_json() + "\n")
+    cfg = validate(
+        {
+            "run": {"steps": 1, "tensorboard": False},
+            "model": {"path": str(build_tiny_policy(tmp_path / "tiny"))},
+            "data": {"source": "spine", "path": str(tasks), "shuffle": False},
+            "rollout": {"tasks_per_step": 2, "group_size": 2, "concurrency": 2,
+                        "max_tokens_per_turn": 16},
+            "episode": {"max_steps": 1, "sandbox": {"memory": "1g", "pids": 256}},
+            "algo": {"loss_constant": 64, "mask_endings": []},  # cut-off rows are trained
+        },
+        "test",
+    )  # fmt: skip
+    trainer = Trainer.setup(cfg, tmp_path / "run")
+    (record,) = trainer.train()
+
+    lines = (tmp_path / "run/trajectories/step-000001.jsonl").read_text().splitlines()
+    trajs = [Trajectory.model_validate_json(x) for x in lines]
+    ids = [t.instance_id for t in trajs]
+    assert ids == [good.instance_id] * 2 + [broken.instance_id] * 2
+    for t in trajs[2:]:
+        assert (t.ending.value, t.outcome, t.reward) == ("infra_error", "infra_error", None)
+        assert "hidden tests did not apply" in t.ending_detail
+    assert all(t.ending.value == "max_steps" and t.reward == 0.0 for t in trajs[:2])
+    assert (record["filter/dropped"], record["filter/trained"]) == (2.0, 2.0)
+
+    # The batch the optimizer saw, rebuilt from the same trajectories: only the good task's rows.
+    update, counts = trainer.advantages(trainer.to_batch(trajs, [0, 0, 1, 1]))
+    assert counts.dropped == 2 and update is not None
+    assert update.rollout.endings == ["max_steps", "max_steps"]
+    renderer = ChatRenderer(trainer.engine.tokenizer)
+    for row, t in zip(update.rollout.input_ids, trajs[:2], strict=True):
+        ids = trajectory_sequence(t, renderer).ids
+        assert row[: len(ids)].tolist() == ids

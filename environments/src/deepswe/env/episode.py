@@ -1,12 +1,16 @@
 """One whole episode for a task: image -> sandbox -> agent loop -> fresh sandbox -> grade.
 
 This is what evaluation and training call per (task, rollout). An infrastructure failure at any
-stage is reported as ending infra_error / outcome INFRA_ERROR, never as a reward 0.
+stage (sandbox, the agent's episode, taking the patch, grading) makes the trajectory's ending
+infra_error and its outcome INFRA_ERROR, with reward None: never a reward 0.
 """
 
 from __future__ import annotations
 
 import time
+
+import docker.errors
+import requests.exceptions
 
 from deepswe.data.task import Task
 from deepswe.env.agent.loop import EpisodeLimits, run_episode
@@ -17,6 +21,16 @@ from deepswe.env.policies import Policy
 from deepswe.env.reward import run_reward
 from deepswe.env.sandbox import SandboxError, SandboxLimits, backend_class
 from deepswe.env.trajectory import Ending, Trajectory
+
+# What a harness may raise for reasons that are nobody's answer: the sandbox or image layer, the
+# Docker engine, a network call. A caller retries these and records them as infra_error;
+# anything else is a bug (in a policy, a plug-in, the harness) and must stop the run.
+INFRA_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    SandboxError,
+    ImageBuildError,
+    docker.errors.DockerException,
+    requests.exceptions.RequestException,
+)
 
 
 def grade_patch(
@@ -80,6 +94,15 @@ def run_task(
         task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits
     )
     traj.grade_seconds = time.monotonic() - t0
-    traj.outcome, traj.reward = result.outcome.value, result.reward
     traj.grade_detail = result.model_dump(mode="json")
+    traj.outcome = result.outcome.value
+    if result.outcome is Outcome.INFRA_ERROR:
+        # The agent's episode was fine; its grading was not. The whole row is infra_error: no
+        # reward, and the ending says so, since trainers and reports filter on the ending.
+        traj.ending_detail = f"grading failed after the episode ended ({traj.ending.value}): " + (
+            result.reason
+        )
+        traj.ending, traj.reward = Ending.INFRA_ERROR, None
+        return traj
+    traj.reward = result.reward
     return traj

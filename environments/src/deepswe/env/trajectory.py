@@ -19,7 +19,7 @@ class Ending(str, Enum):
     MAX_CONTEXT = "max_context"
     TIMEOUT = "timeout"
     AGENT_ERROR = "agent_error"  # the policy's request was refused for what the episode sent
-    INFRA_ERROR = "infra_error"  # sandbox or model endpoint failed: never a plain reward 0
+    INFRA_ERROR = "infra_error"  # sandbox, endpoint, patch taking or grading failed: no reward
 
 
 class Action(BaseModel):

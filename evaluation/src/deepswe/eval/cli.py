@@ -88,6 +88,12 @@ def run(
     infra_retries: int = typer.Option(
         2, min=0, help="retries of an infra error before it is recorded"
     ),
+    max_infra_errors: int = typer.Option(
+        0,
+        min=0,
+        help="episodes that may stay infra_error after their retries before the run exits 3 "
+        "(the report is written either way; rerunning the command retries them)",
+    ),
     limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
     ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
     repo_mirror: Path = typer.Option(
@@ -148,8 +154,11 @@ def run(
         except P.ProtocolMismatch as exc:
             _fail(f"{out}: {exc}")
         card = card.model_copy(update={"started_at": old.started_at})
+        infra = len(store.records()) - len(store.done())
         typer.echo(
-            f"resuming {out}: {len(store.done())} of {len(tasks) * runs} episodes on disk", err=True
+            f"resuming {out}: {len(store.done())} of {len(tasks) * runs} episodes on disk"
+            + (f"; retrying {infra} infra_error episodes" if infra else ""),
+            err=True,
         )
     store.root.mkdir(parents=True, exist_ok=True)
     atomic_write_json(store.config_path, card.model_dump(mode="json"))
@@ -176,6 +185,27 @@ def run(
     metrics = build_report(out)
     typer.echo(summary_table(metrics))
     typer.echo(f"report: {out}/report.md")
+    _check_infra_errors(store, max_infra_errors, infra_retries)
+
+
+def _check_infra_errors(store, allowed: int, retries: int) -> None:
+    """Exit 3 when more episodes than `allowed` are still infra_error: their numbers are not
+    results, and a script that reads only the exit status must not take them for a run."""
+    from deepswe.eval.store import EpisodeStatus
+
+    left = [r for r in store.records() if r.status is EpisodeStatus.INFRA_ERROR]
+    if len(left) <= allowed:
+        return
+    first = left[0]
+    typer.echo(
+        f"deepswe-eval: {len(left)} episode(s) are still infra_error after {retries} retries "
+        f"(allowed: {allowed}); e.g. {first.instance_id} run {first.run}: "
+        f"{first.reason.strip().splitlines()[0] if first.reason.strip() else 'no reason recorded'}"
+        "\nthe report counts them apart; run the same command again to retry them, or pass "
+        "--max-infra-errors N to accept N",
+        err=True,
+    )
+    raise typer.Exit(3)
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -224,6 +254,9 @@ def grade(
     workers: int = typer.Option(1, min=1, help="gradings at once"),
     repo_mirror: Path = typer.Option(None, help="folder of git clones (SWE-bench)"),
     swebench_env: str = typer.Option("auto", help="auto | build | image"),
+    max_infra_errors: int = typer.Option(
+        0, min=0, help="gradings that may end infra_error before the command exits 3"
+    ),
 ) -> None:
     """Grade patches made elsewhere, with the same grader as `run`."""
     from deepswe.eval.grade_predictions import grade_all
@@ -238,6 +271,14 @@ def grade(
     summary = grade_all(preds, tasks, unsupported, out, workers)
     json.dump(summary, sys.stdout, indent=1)
     typer.echo("")
+    infra = summary["counts"].get("infra_error", 0)
+    if infra > max_infra_errors:
+        typer.echo(
+            f"deepswe-eval: {infra} grading(s) ended infra_error (allowed: {max_infra_errors}); "
+            f"their test logs are under {out}",
+            err=True,
+        )
+        raise typer.Exit(3)
 
 
 if __name__ == "__main__":

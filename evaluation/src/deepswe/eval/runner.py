@@ -3,7 +3,9 @@
 Each episode is mostly waiting (on containers and on the model server), so threads are enough;
 W workers means W episodes in flight. Episodes already on disk are skipped, which is all that
 resuming takes. An infrastructure failure is retried up to `infra_retries` times and, if it
-persists, stored as INFRA_ERROR: its own count, never an unresolved.
+persists, stored as INFRA_ERROR: its own count, never an unresolved, and tried again by the next
+resume. An exception that is not an infrastructure failure (a bug in a policy, bad input) stops
+the run: episodes already stored stay, episodes not started are not started.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from rich.progress import (
 
 from deepswe.data.task import Task
 from deepswe.env.agent.loop import EpisodeLimits
-from deepswe.env.episode import run_task
+from deepswe.env.episode import INFRA_EXCEPTIONS, run_task
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.policies import Policy, policy_class
 from deepswe.env.sandbox import SandboxLimits
@@ -133,11 +135,11 @@ def run_one(task: Task, run: int, cfg: RunnerConfig) -> EpisodeRecord:
                 backend=cfg.backend,
                 sandbox_limits=cfg.sandbox_limits,
             )
-        except (ValueError, FileNotFoundError):
-            raise  # bad input (no gold patch, no recording): the user must fix it, not retry
-        except Exception as exc:  # the harness itself failed: an infra error, retried
+        except INFRA_EXCEPTIONS as exc:  # the harness itself failed: an infra error, retried
             reason = f"harness: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
             continue
+        # Anything else (bad input such as a missing gold patch, or a bug in a policy) is not
+        # retried and not recorded: it stops the run with its traceback (run_all).
         traj_doc = _trajectory_json(traj)
         if not _is_infra(traj):
             return EpisodeRecord(
@@ -199,7 +201,8 @@ def run_all(
     done = store.done()
     pending = [(t, k) for t in tasks for k in range(cfg.runs) if (t.instance_id, k) not in done]
     total = len(tasks) * cfg.runs
-    prior = [r for r in store.records() if r.instance_id in {t.instance_id for t in tasks}]
+    ids = {t.instance_id for t in tasks}
+    prior = [r for r in store.records() if r.instance_id in ids and (r.instance_id, r.run) in done]
     counts: Counter = Counter()
     resolved = sum(r.resolved for r in prior)
     console = console or Console(stderr=True)
@@ -214,7 +217,8 @@ def run_all(
     )
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("episodes", total=total, completed=len(prior), resolved=resolved)
-        with ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="episode") as pool:
+        pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="episode")
+        try:
             futures = {}
             for task, k in pending:
                 if task.instance_id in unsupported:
@@ -225,12 +229,17 @@ def run_all(
                     continue
                 futures[pool.submit(_run_and_save, task, k, cfg, store)] = (task, k)
             for fut in as_completed(futures):
-                record = fut.result()
+                record = fut.result()  # re-raises what stopped an episode that is not infra
                 counts[record.outcome or record.status.value] += 1
                 resolved += record.resolved
                 progress.update(bar, advance=1, resolved=resolved)
                 if on_record:
                     on_record(record)
+        except BaseException:
+            # Episodes in flight finish and are stored; the queued ones never start.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
     return counts
 
 

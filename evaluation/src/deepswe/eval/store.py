@@ -100,8 +100,13 @@ class RunStore:
         return path
 
     def done(self) -> set[tuple[str, int]]:
-        """(instance_id, run) of every episode stored in full."""
-        return {(r.instance_id, r.run) for r in self.records()}
+        """(instance_id, run) of every episode stored with a result. An INFRA_ERROR record is
+        not a result: a resumed run tries that episode again (and replaces the record)."""
+        return {
+            (r.instance_id, r.run)
+            for r in self.records()
+            if r.status is not EpisodeStatus.INFRA_ERROR
+        }
 
     def records(self) -> list[EpisodeRecord]:
         """Every stored record, sorted by (instance_id, run). Temp files are never read."""

@@ -1,0 +1,78 @@
+"""Infra errors are never results: counted apart, retried, and a run that keeps them exits 3; a bug
+in a policy is not an infra error and stops the run. Real containers, real gradings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepswe.env.images.task import ensure_task_image
+from deepswe.env.policies import Reply
+from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.eval.store import EpisodeStatus, RunStore
+from deepswe.eval.toy import make_toy_tasks, write_tasks
+
+pytestmark = pytest.mark.docker
+CLI = str(Path(sys.executable).with_name("deepswe-eval"))
+STALE_TEST_PATCH = (  # context that is nowhere in the repository: the task cannot be graded
+    "diff --git a/tests/test_smoke.py b/tests/test_smoke.py\n"
+    "--- a/tests/test_smoke.py\n+++ b/tests/test_smoke.py\n"
+    "@@ -1 +1 @@\n-this line is not in the file\n+x = 1\n"
+)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    tasks = make_toy_tasks(root, n=3)
+    ensure_task_image(tasks[0], log=lambda _: None)  # one image serves all three
+    return root, tasks
+
+
+def test_a_task_that_cannot_be_graded_makes_the_run_exit_3(toy):
+    root, tasks = toy
+    broken = tasks[1].model_copy(
+        update={"hidden": tasks[1].hidden.model_copy(update={"test_patch": STALE_TEST_PATCH})}
+    )
+    data = write_tasks([tasks[0], broken], root / "broken.jsonl")
+    out = root / "run-broken"
+    cmd = [CLI, "run", "--dataset", str(data), "--policy", "gold", "--out", str(out)]
+    cmd += ["--infra-retries", "1", "--memory", "1g"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 3, res.stderr
+    assert "1 episode(s) are still infra_error after 1 retries" in res.stderr
+    assert broken.instance_id in res.stderr and "hidden tests did not apply" in res.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["counts"] == {"resolved": 1, "infra_error": 1}
+    (record,) = [r for r in RunStore(out).records() if r.status is EpisodeStatus.INFRA_ERROR]
+    assert record.attempts == 2 and record.trajectory["reward"] is None
+    assert record.trajectory["ending"] == "infra_error"
+    # A stated tolerance lets the same run finish with exit 0 (and retries the episode again).
+    res = subprocess.run([*cmd, "--max-infra-errors", "1"], capture_output=True, text=True)
+    assert res.returncode == 0 and "retrying 1 infra_error episodes" in res.stderr, res.stderr
+
+
+class TypoPolicy:
+    """A plug-in policy with a programming error in its reply."""
+
+    name = "typo"
+
+    def reply(self, messages, *, timeout) -> Reply:
+        return Reply(text=messages.contnet)  # AttributeError
+
+    def count_tokens(self, messages):
+        return None
+
+
+def test_a_bug_in_a_policy_stops_the_run_and_is_not_recorded(toy):
+    root, tasks = toy
+    store = RunStore(root / "run-typo")
+    cfg = RunnerConfig(policy=f"{__name__}:TypoPolicy", runs=2, workers=1, infra_retries=2)
+    with pytest.raises(AttributeError, match="contnet"):
+        run_all(tasks, cfg, store)
+    # Not retried (one attempt), not stored as an infra error, and nothing queued was started.
+    assert store.records() == []
