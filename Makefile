@@ -73,13 +73,16 @@ EVAL_OUT ?= runs/eval-$(PROFILE)
 BASE_URL ?=
 MODEL ?= agentica-org/DeepSWE-Preview
 REPO_MIRROR ?=
+# Where `make data PROFILE=deepswe-32b` writes the training tasks: the path that
+# configs/deepswe-32b.yaml's data.path reads (a test keeps the two equal).
+R2E_TASKS := runs/data/r2e-gym-subset-decontaminated.jsonl
 
 data: $(INSTALLED)  ## fetch and check the dataset's sources (tiny: swe-mini's pinned sdists)
 ifeq ($(PROFILE),tiny)
 	$(BIN)/deepswe-data swe-mini fetch
 else
-	$(BIN)/deepswe-data decontaminate r2e-gym-subset --to runs/data/r2e-gym-decontaminated.jsonl
-	@echo "make data: training tasks in runs/data/r2e-gym-decontaminated.jsonl"
+	$(BIN)/deepswe-data decontaminate r2e-gym-subset --to $(R2E_TASKS)
+	@echo "make data: training tasks in $(R2E_TASKS)"
 endif
 
 data-synth: $(INSTALLED)  ## regenerate data/swe-mini/tasks.jsonl from the seed (tiny only; resumable)

@@ -88,10 +88,8 @@ def test_defaults_are_the_deepswe_recipe() -> None:
         and advantage_estimator(cfg.adv_estimator).__name__ == "loo_advantages"
     )
     assert (cfg.kl_coef, cfg.entropy_coef) == (0.0, 0.0)
-    assert not cfg.needs_reference_model
     assert cfg.mask_endings == {"max_context", "max_steps", "timeout"}
     assert cfg.keep_masked_in_baseline is True and cfg.drop_endings == frozenset()
-    assert GRPOConfig(kl_coef=0.001).needs_reference_model
 
 
 def test_config_from_yaml_and_unknown_key_named() -> None:
@@ -112,6 +110,8 @@ def test_config_from_yaml_and_unknown_key_named() -> None:
         ({"adv_estimator": "rloo"}, r"adv_estimator: Value error, unknown 'rloo'"),
         ({"kl_estimator": "full"}, "kl_estimator"),
         ({"kl_coef": -0.1}, "kl_coef"),
+        ({"kl_coef": 0.001}, r"kl_coef: Value error, 0.001 > 0 asks for a KL-to-reference term"),
+        ({"entropy_coef": 0.01}, r"entropy_coef: Value error, 0.01 > 0 asks for an entropy term"),
         (
             {"mask_endings": ["infra_error"]},
             r"mask_endings: Value error, cannot mask endings \['infra_error'\]",

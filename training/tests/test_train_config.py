@@ -96,3 +96,13 @@ def test_unknown_plugin_names_list_the_known_ones(tmp_path):
     cfg = load_config(write(tmp_path, BASE), ["data.source=dockerless"])
     with pytest.raises(ValueError, match=r"unknown rollout source 'dockerless'; known: \['spine'"):
         check_runnable(cfg)
+
+
+def test_make_data_writes_the_file_the_32b_profile_reads():
+    """Regression: `make data PROFILE=deepswe-32b` wrote runs/data/r2e-gym-decontaminated.jsonl
+    while configs/deepswe-32b.yaml read runs/data/r2e-gym-subset-decontaminated.jsonl."""
+    makefile = (ROOT / "Makefile").read_text()
+    (line,) = [ln for ln in makefile.splitlines() if ln.startswith("R2E_TASKS :=")]
+    cfg = yaml.safe_load((ROOT / "configs" / "deepswe-32b.yaml").read_text())
+    assert line.split(":=", 1)[1].strip() == cfg["data"]["path"]
+    assert "--to $(R2E_TASKS)" in makefile

@@ -51,14 +51,19 @@ class GRPOConfig(BaseModel):
     kl_coef: float = Field(
         0.0,
         ge=0,
-        description="KL-to-reference coefficient; 0 loads no reference model. DeepSWE removes "
-        "the KL loss (blog; rLLM actor.use_kl_loss=False)",
+        description="KL-to-reference coefficient. DeepSWE removes the KL loss (blog; rLLM "
+        "actor.use_kl_loss=False) and the trainer has no reference model: only 0 is accepted",
     )
     kl_estimator: str = Field(
-        "low_var_kl", description="KL estimator if kl_coef > 0 (rLLM kl_loss_type=low_var_kl)"
+        "low_var_kl",
+        description="KL estimator for a KL term (rLLM kl_loss_type=low_var_kl); unused while "
+        "kl_coef must be 0 (algos.kl_penalty implements them for plug-in losses)",
     )
     entropy_coef: float = Field(
-        0.0, ge=0, description="entropy bonus; DeepSWE removes it (rLLM actor.entropy_coeff=0.0)"
+        0.0,
+        ge=0,
+        description="entropy bonus. DeepSWE removes it (rLLM actor.entropy_coeff=0.0) and the "
+        "trainer's loss has no entropy term: only 0 is accepted",
     )
     mask_endings: frozenset[str] = Field(
         DEFAULT_MASK_ENDINGS,
@@ -93,6 +98,19 @@ class GRPOConfig(BaseModel):
             raise ValueError(f"unknown {v!r}; known: {list(KL_ESTIMATORS)}")
         return v
 
+    @field_validator("kl_coef", "entropy_coef")
+    @classmethod
+    def _not_implemented(cls, v: float, info: Any) -> float:
+        # A knob that nothing reads must not look set: a run with kl_coef 0.1 would train
+        # exactly as with 0 and say otherwise in its config.
+        if v != 0:
+            term = "a KL-to-reference" if info.field_name == "kl_coef" else "an entropy"
+            raise ValueError(
+                f"{v} > 0 asks for {term} term, which the trainer does not implement "
+                "(DeepSWE's GRPO++ uses none); set it to 0"
+            )
+        return v
+
     @field_validator("mask_endings", mode="before")
     @classmethod
     def _maskable(cls, v: Any) -> frozenset[str]:
@@ -116,11 +134,6 @@ class GRPOConfig(BaseModel):
             # Not wrong in PPO terms, but the inverse of clip-higher: almost surely a typo.
             raise ValueError(f"eps_high ({self.eps_high}) < eps_low ({self.eps_low})")
         return self
-
-    @property
-    def needs_reference_model(self) -> bool:
-        """Whether the trainer must keep a frozen reference policy (only for a KL term)."""
-        return self.kl_coef > 0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "GRPOConfig") -> GRPOConfig:
