@@ -165,3 +165,20 @@ def test_repository_sha_depends_only_on_the_sdist(tmp_path, sdist):
     assert a == b
     assert (tmp_path / "a" / "tests" / "test_ops.py").exists()
     assert "tests/test_ops.py" in gitrepo.git(tmp_path / "a", "ls-files")
+
+
+def test_two_workers_on_a_cold_cache_share_one_venv(tmp_path, monkeypatch):
+    """Regression: `synth` on an empty cache crashed with "OSError: Directory not empty:
+    'setuptools'": its two worker processes both cleared and created the shared venv."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from deepswe.data.swemini.runner import ensure_venv
+
+    monkeypatch.delenv("DEEPSWE_SWE_MINI_PYTHON", raising=False)
+    path = tmp_path / "venv"
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        pythons = list(pool.map(ensure_venv, [path, path], ["six==1.16.0"] * 2))
+    assert pythons == [path / "bin" / "python"] * 2
+    done = subprocess.run([str(pythons[0]), "-c", "import six; print(six.__version__)"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.stdout.strip() == "1.16.0", done.stderr

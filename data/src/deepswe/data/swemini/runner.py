@@ -8,6 +8,7 @@ them. Failure sections are kept for writing problem statements.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shlex
@@ -53,22 +54,30 @@ def ensure_venv(path: Path, requirement: str) -> Path:
         return Path(override)
     python = path / "bin" / "python"
     stamp = path / ".swe-mini-requirement"
-    if python.exists() and stamp.exists() and stamp.read_text() == requirement:
-        return python
-    if sys.version_info[:2] != (3, 11):
-        raise RuntimeError(
-            f"swe-mini synthesis needs Python 3.11 (bookworm's), this is {sys.version.split()[0]}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Synthesis workers are processes sharing one venv: on a cold cache two of them would both
+    # clear and create it, and one rmtree fails under the other ("Directory not empty").
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if python.exists() and stamp.exists() and stamp.read_text() == requirement:
+            return python
+        if sys.version_info[:2] != (3, 11):
+            raise RuntimeError(
+                f"swe-mini synthesis needs Python 3.11 (bookworm's), this is "
+                f"{sys.version.split()[0]}"
+            )
+        venv.EnvBuilder(clear=True, with_pip=True).create(path)
+        res = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", requirement],
+            capture_output=True,
+            text=True,
         )
-    venv.EnvBuilder(clear=True, with_pip=True).create(path)
-    res = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", requirement],
-        capture_output=True,
-        text=True,
-    )
-    if res.returncode != 0:
-        raise RuntimeError(f"installing {requirement} into {path} failed:\n{res.stderr[-2000:]}")
-    stamp.write_text(requirement)
-    return python
+        if res.returncode != 0:
+            raise RuntimeError(
+                f"installing {requirement} into {path} failed:\n{res.stderr[-2000:]}"
+            )
+        stamp.write_text(requirement)
+        return python
 
 
 def parse_output(out: str) -> RunResult:
