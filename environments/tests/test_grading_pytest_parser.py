@@ -120,16 +120,18 @@ def test_log_without_summary_header_is_read_whole() -> None:
     assert parse_pytest_log("Traceback (most recent call last):\nSyntaxError\n") == {}
 
 
-def test_registry_returns_this_parser_by_name_and_by_dotted_path() -> None:
+def test_registry_returns_this_parser_by_name_and_by_module_path() -> None:
     log = "PASSED t.py::test_a\n"
     by_name = get_parser("pytest")
-    by_path = get_parser("deepswe.env.grading.parsers.pytest_summary.parse")
+    by_path = get_parser("deepswe.env.grading.parsers.pytest_summary:parse")
     assert by_name is by_path
     assert by_name(log, None) == {"t.py::test_a": TestStatus.PASSED}  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown log parser 'nosuch'"):
         get_parser("nosuch")
-    with pytest.raises(ValueError, match="not a callable"):
-        get_parser("deepswe.env.grading.parsers.PARSERS")
+    with pytest.raises(ValueError, match="is not callable"):
+        get_parser("deepswe.env.grading.parsers:PARSERS")
+    with pytest.raises(ValueError, match="unknown log parser"):  # one path syntax: module:attr
+        get_parser("deepswe.env.grading.parsers.pytest_summary.parse")
 
 
 def test_real_pytest_run(tmp_path: Path) -> None:

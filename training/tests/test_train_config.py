@@ -9,7 +9,6 @@ import yaml
 
 from deepswe.train.backends import BACKENDS
 from deepswe.train.config import ConfigError, load_config, parse_override, validate
-from deepswe.train.registry import NOT_BUILT, NotBuiltError
 from deepswe.train.trainer import check_runnable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,16 +72,12 @@ def test_the_vllm_engine_is_resolved_by_name(tmp_path):
     assert check_runnable(cfg)[0].__name__ == "VLLMEngine"
 
 
-def test_a_named_backend_whose_module_is_missing_is_not_built_yet(tmp_path, monkeypatch):
-    """Megatron is named in the registry before (and while) it is written: until its module
-    exists, choosing it says "not built yet" rather than raising an ImportError traceback."""
-    missing = "deepswe.train.backends.not_written_yet"
-    monkeypatch.setitem(BACKENDS, "future", f"{missing}:FutureBackend")
-    monkeypatch.setitem(NOT_BUILT, missing, "the future backend (issue: X)")
+def test_a_registered_backend_whose_module_is_missing_is_named(tmp_path, monkeypatch):
+    """A registry entry whose module cannot be imported (not written yet, or its optional
+    dependency missing) is a clear error naming the plug point, not an ImportError traceback."""
+    monkeypatch.setitem(BACKENDS, "future", "deepswe.train.backends.not_written_yet:Future")
     cfg = load_config(write(tmp_path, BASE), ["backend.name=future"])
-    with pytest.raises(
-        NotBuiltError, match=r"backend 'future' is not built yet: the future backend"
-    ):
+    with pytest.raises(ValueError, match=r"training backend 'future': cannot import"):
         check_runnable(cfg)
 
 

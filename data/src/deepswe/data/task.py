@@ -51,7 +51,8 @@ class TestSpec(_Frozen):
     """Shell command run in /testbed, e.g. "python -m pytest -rA tests/test_x.py". Empty for
     SWE-bench tasks: the evaluation harness fills it from SWE-bench's own specs."""
     log_parser: str
-    """"pytest" | "r2e-gym" | "swebench": a name looked up in the parser registry."""
+    """"pytest" | "r2e-gym" | "swebench": a name in the parser registry, or a
+    `module:function` path (deepswe.env.grading.parsers)."""
     timeout_s: float = Field(default=300.0, gt=0)
     """Wall-clock limit for one test run, in seconds."""
 

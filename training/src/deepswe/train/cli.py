@@ -63,7 +63,7 @@ def _machine_problems(cfg) -> list[str]:  # cfg: TrainConfig
         )
     try:
         check_runnable(cfg)
-    except (RuntimeError, ValueError) as e:  # NotBuiltError, unknown plugin, missing device
+    except (RuntimeError, ValueError) as e:  # unknown or unimportable plugin, missing device
         if str(e) not in problems:
             problems.append(str(e))
     return problems

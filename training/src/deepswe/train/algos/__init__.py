@@ -31,13 +31,7 @@ from deepswe.train.algos.filtering import (
 )
 from deepswe.train.algos.kl import KL_ESTIMATORS, entropy_from_logits, kl_penalty
 from deepswe.train.algos.policy_loss import PolicyLossMetrics, ppo_clip_loss
-from deepswe.train.algos.registry import (
-    ADVANTAGE_ESTIMATORS,
-    POLICY_LOSSES,
-    advantage_estimator,
-    policy_loss,
-    resolve,
-)
+from deepswe.train.algos.registry import ADVANTAGE_ESTIMATORS, advantage_estimator
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -46,7 +40,6 @@ __all__ = [
     "ENDINGS",
     "KL_ESTIMATORS",
     "MASKABLE_ENDINGS",
-    "POLICY_LOSSES",
     "FilterCounts",
     "FilterResult",
     "GRPOConfig",
@@ -61,7 +54,5 @@ __all__ = [
     "kl_penalty",
     "loo_advantages",
     "loss_denominator",
-    "policy_loss",
     "ppo_clip_loss",
-    "resolve",
 ]

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from deepswe.train.registry import load_plugin
+from deepswe.env.registry import resolve
 from deepswe.train.rollout import RolloutBatch
 
 
@@ -105,4 +105,4 @@ BACKENDS: dict[str, str] = {
 
 
 def backend_class(name: str) -> type:
-    return load_plugin(BACKENDS, name, "training backend")
+    return resolve(BACKENDS, name, "training backend")

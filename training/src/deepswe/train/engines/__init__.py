@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from deepswe.train.registry import load_plugin
+from deepswe.env.registry import resolve
 
 
 @dataclass
@@ -57,4 +57,4 @@ ENGINES: dict[str, str] = {
 
 
 def engine_class(name: str) -> type:
-    return load_plugin(ENGINES, name, "inference engine")
+    return resolve(ENGINES, name, "inference engine")

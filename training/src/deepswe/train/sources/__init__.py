@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from deepswe.env.policies import Policy
+from deepswe.env.registry import resolve
 from deepswe.env.trajectory import Trajectory
-from deepswe.train.registry import load_plugin
 
 
 @runtime_checkable
@@ -32,4 +32,4 @@ SOURCES: dict[str, str] = {
 
 
 def source_class(name: str) -> type:
-    return load_plugin(SOURCES, name, "rollout source")
+    return resolve(SOURCES, name, "rollout source")
