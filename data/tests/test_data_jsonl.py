@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from deepswe.data.datasets import load_tasks
 from deepswe.data.errors import DataError
-from deepswe.data.loaders import load_jsonl, load_tasks
+from deepswe.data.loaders import load_jsonl
 from deepswe.data.store import write_jsonl
 from deepswe.data.task import TaskSource
 

@@ -13,8 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from deepswe.data.cli import app
+from deepswe.data.datasets import load_tasks
 from deepswe.data.errors import DataError
-from deepswe.data.loaders import load_swebench, load_tasks
+from deepswe.data.loaders import load_swebench
 from deepswe.data.loaders.hub import hub_rows
 from deepswe.data.loaders.swebench import swebench_image, swebench_row_to_task
 from deepswe.data.task import TaskSource

@@ -95,7 +95,7 @@ def test_every_project_pins_its_sdist_and_its_clean_commit(manifest):
 
 def test_dataset_names_give_each_split_with_sources_on_this_machine():
     """`swe-mini:train` / `swe-mini:test` are what make train and make eval ask load_tasks for."""
-    from deepswe.data.loaders import load_tasks
+    from deepswe.data.datasets import load_tasks
 
     train, test = load_tasks("swe-mini:train"), load_tasks("swe-mini:test")
     assert len(train) + len(test) == len(load_tasks("swe-mini"))

@@ -14,9 +14,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deepswe.data.datasets import DATASETS, load_tasks
 from deepswe.data.decontaminate import SWE_BENCH_VERIFIED_REPOS, decontaminate, eval_repos_of
 from deepswe.data.errors import DataError
-from deepswe.data.loaders import DATASETS, load_tasks, validate_source
+from deepswe.data.loaders import validate_source
 from deepswe.data.store import write_jsonl
 from deepswe.data.task import Task
 

@@ -83,7 +83,7 @@ class PolicyChoice(str, Enum):
 
 def _task(tasks: Path, instance_id: str):
     from deepswe.data.errors import DataError
-    from deepswe.data.loaders import load_tasks
+    from deepswe.data.datasets import load_tasks
 
     try:
         found = [t for t in load_tasks(str(tasks)) if t.instance_id == instance_id]
@@ -102,7 +102,7 @@ def build(
     instance_id: str | None = typer.Option(None, "--id", help="Only this task (default: all)."),
 ) -> None:
     """Build the image of each task that carries an environment spec."""
-    from deepswe.data.loaders import load_tasks
+    from deepswe.data.datasets import load_tasks
     from deepswe.env.images import ImageBuildError
     from deepswe.env.images.task import ensure_task_image
 

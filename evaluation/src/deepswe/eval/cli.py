@@ -24,7 +24,7 @@ def _fail(msg: str) -> None:
 def load_dataset(name: str, ids: list[str] | None, limit: int | None):
     """Tasks for --dataset, in a stable order, narrowed by --ids then --limit."""
     from deepswe.data.errors import DataError
-    from deepswe.data.loaders import load_tasks
+    from deepswe.data.datasets import load_tasks
 
     try:
         tasks = load_tasks(name)  # names include swe-mini, swe-mini:train, swe-mini:test

@@ -255,7 +255,7 @@ def train_sft(
 
 def train_tasks(path: str | Path) -> list[Task]:
     """The tasks of a JSONL file; only its "train" split when rows carry one (swe-mini)."""
-    from deepswe.data.loaders import load_tasks
+    from deepswe.data.datasets import load_tasks
 
     tasks = load_tasks(str(path))
     if any(t.metadata.get("split") for t in tasks):

@@ -31,7 +31,7 @@ class SpineSource:
 
     def tasks(self) -> list[Task]:
         if self._tasks is None:
-            from deepswe.data.loaders import load_tasks
+            from deepswe.data.datasets import load_tasks
 
             self._tasks = load_tasks(self.cfg.data.path)
             if not self._tasks:
