@@ -91,7 +91,7 @@ data-synth: $(INSTALLED)  ## regenerate data/swe-mini/tasks.jsonl from the seed 
 
 images: setup data  ## build every task image of the profile
 ifeq ($(PROFILE),tiny)
-	$(BIN)/deepswe-data swe-mini images
+	$(BIN)/deepswe-env build --tasks swe-mini
 else
 	@echo "make images: deepswe-32b uses the published per-task images (R2E-Gym, SWE-bench); deepswe-eval run --repo-mirror DIR builds SWE-bench ones from source" >&2; exit 2
 endif

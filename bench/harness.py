@@ -25,9 +25,11 @@ from pathlib import Path
 from rich.console import Console
 
 from deepswe.env.images.task import ensure_task_image
+from deepswe.env.policies import PolicySpec
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.env.sandbox.docker import DockerSandbox
-from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
 from deepswe.eval.store import RunStore
 from deepswe.eval.toy import make_toy_tasks
 
@@ -46,7 +48,7 @@ def container_start_seconds(image: str, n: int) -> float:
 
 def one_setting(tasks, runs: int, workers: int, start_s: float, root: Path) -> dict:
     store = RunStore(root / f"w{workers}")
-    cfg = RunnerConfig(policy="gold", runs=runs, workers=workers, sandbox_limits=LIMITS)
+    cfg = EvalConfig(policy=PolicySpec(name="gold"), runs=runs, workers=workers, sandbox=LIMITS)
     quiet = Console(file=io.StringIO())
     t0 = time.perf_counter()
     counts = run_all(tasks, cfg, store, console=quiet)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from deepswe.env.images.task import ensure_task_image
-from deepswe.env.policies import Reply
-from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.env.policies import PolicySpec, Reply
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
 from deepswe.eval.toy import make_toy_tasks, write_tasks
 
@@ -71,7 +72,7 @@ class TypoPolicy:
 def test_a_bug_in_a_policy_stops_the_run_and_is_not_recorded(toy):
     root, tasks = toy
     store = RunStore(root / "run-typo")
-    cfg = RunnerConfig(policy=f"{__name__}:TypoPolicy", runs=2, workers=1, infra_retries=2)
+    cfg = EvalConfig(policy=PolicySpec(name=f"{__name__}:TypoPolicy"), runs=2, infra_retries=2)
     with pytest.raises(AttributeError, match="contnet"):
         run_all(tasks, cfg, store)
     # Not retried (one attempt), not stored as an infra error, and nothing queued was started.

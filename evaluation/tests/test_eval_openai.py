@@ -18,9 +18,11 @@ import pytest
 from rich.console import Console
 
 from deepswe.env.images.task import ensure_task_image
+from deepswe.env.policies import PolicySpec
 from deepswe.env.policies.scripted import FINISH, patch_to_actions
 from deepswe.env.sandbox import SandboxLimits
-from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
 from deepswe.eval.toy import make_toy_tasks, write_tasks
 
@@ -128,13 +130,11 @@ def test_dead_endpoint_is_infra_error_after_retries(toy, tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cfg = RunnerConfig(
-        policy="openai",
-        base_url=f"http://127.0.0.1:{port}/v1",
-        model="m",
+    cfg = EvalConfig(
+        policy=PolicySpec(name="openai", base_url=f"http://127.0.0.1:{port}/v1", model="m"),
         runs=1,
         infra_retries=1,
-        sandbox_limits=SandboxLimits(memory="1g"),
+        sandbox=SandboxLimits(memory="1g"),
     )
     store = RunStore(tmp_path / "run")
     counts = run_all(tasks[:1], cfg, store, console=Console(file=io.StringIO()))

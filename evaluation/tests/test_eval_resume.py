@@ -17,9 +17,11 @@ import pytest
 
 from deepswe.data.task import EnvironmentSpec
 from deepswe.env.images.task import ensure_task_image
+from deepswe.env.policies import PolicySpec
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.env.sandbox.docker import client
-from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
 from deepswe.eval.toy import make_toy_tasks, write_tasks
 
@@ -143,12 +145,12 @@ def test_infra_errors_are_retried_then_counted_not_unresolved(toy, tmp_path):
         }
     )
     store = RunStore(tmp_path / "run")
-    cfg = RunnerConfig(
-        policy="empty",
+    cfg = EvalConfig(
+        policy=PolicySpec(name="empty"),
         runs=1,
         workers=2,
         infra_retries=1,
-        sandbox_limits=SandboxLimits(memory="1g"),
+        sandbox=SandboxLimits(memory="1g"),
     )
     counts = run_all([tasks[0], broken], cfg, store)
     assert counts == {"unresolved": 1, "infra_error": 1}

@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 
 from deepswe.env.agent.loop import EpisodeLimits
-from deepswe.eval import protocol as P
+from deepswe.env.policies import PolicySpec
+from deepswe.env.sandbox import SandboxLimits
+from deepswe.eval.card import ProtocolMismatch, check_resume, make_card
+from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
+from deepswe.eval.toy import make_toy_tasks, write_tasks
 
 WRITER = """
 import sys
@@ -69,48 +73,45 @@ def test_done_lists_exactly_the_stored_results(tmp_path):
         store.episode_path("../evil", 0)
 
 
-def _card(**over) -> P.ProtocolCard:
-    base = dict(
-        dataset="d.jsonl",
-        dataset_sha256="abc",
-        instance_ids=["t1", "t2"],
-        policy="gold",
-        runs=2,
-        limits=EpisodeLimits(),
-        prompt_sha256=P.prompt_sha256("eval"),
-        infra_retries=2,
+def test_resume_refuses_a_changed_protocol_naming_each_field(tmp_path):
+    """A resume with a changed run count, step limit or sandbox limit is refused, each field
+    named; operational settings (workers, endpoint, tolerated infra errors) may change."""
+    tasks = make_toy_tasks(tmp_path, n=2)
+    base = EvalConfig(runs=2, policy=PolicySpec(name="gold"))
+    moved = base.model_copy(update={"workers": 8, "max_infra_errors": 3})
+    check_resume(make_card(base, tasks), make_card(moved, tasks))
+    changed = base.model_copy(
+        update={
+            "runs": 3,
+            "episode": EpisodeLimits(max_steps=50),
+            "sandbox": SandboxLimits(memory="1g"),
+        }
     )
-    return P.ProtocolCard(**{**base, **over})
-
-
-def test_resume_refuses_another_protocol_but_not_other_workers():
-    P.check_resume(_card(), _card(workers=8, base_url="http://x", code_version="v2"))
-    with pytest.raises(P.ProtocolMismatch) as err:
-        P.check_resume(_card(), _card(runs=3, limits=EpisodeLimits(max_steps=50)))
+    with pytest.raises(ProtocolMismatch) as err:
+        check_resume(make_card(base, tasks), make_card(changed, tasks))
     msg = str(err.value)
-    assert "runs: on disk 2, asked 3" in msg and "limits" in msg
+    assert "eval.runs: on disk 2, asked 3" in msg
+    assert "eval.episode: on disk" in msg and '"max_steps": 50' in msg
+    assert "eval.sandbox: on disk" in msg and '"memory": "1g"' in msg
+    with pytest.raises(ProtocolMismatch, match="dataset_sha256"):
+        check_resume(make_card(base, tasks), make_card(base, tasks[:1] + tasks[:1]))
 
 
 def test_cli_refuses_to_resume_with_a_different_protocol(tmp_path):
     """Regression: a resume with other --runs must stop before touching the run folder."""
-    from deepswe.eval.toy import make_toy_tasks, write_tasks
-
     tasks = make_toy_tasks(tmp_path / "src", n=2)
     data = write_tasks(tasks, tmp_path / "tasks.jsonl")
     out = tmp_path / "run"
     out.mkdir()
-    card = _card(
-        dataset=str(data),
-        dataset_sha256=P.tasks_sha256(sorted(tasks, key=lambda t: t.instance_id)),
-        instance_ids=sorted(t.instance_id for t in tasks),
-    )
+    cfg = EvalConfig(dataset=str(data), policy=PolicySpec(name="gold"), runs=2)
+    card = make_card(cfg, sorted(tasks, key=lambda t: t.instance_id))
     (out / "config.json").write_text(card.model_dump_json())
     before = (out / "config.json").read_text()
     cli = Path(sys.executable).with_name("deepswe-eval")
     args = [str(cli), "run", "--dataset", str(data), "--policy", "gold", "--out", str(out)]
     res = subprocess.run([*args, "--runs", "3"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stderr
-    assert "different protocol" in res.stderr and "runs: on disk 2, asked 3" in res.stderr
+    assert "different protocol" in res.stderr and "eval.runs: on disk 2, asked 3" in res.stderr
     assert (out / "config.json").read_text() == before and not (out / "episodes").exists()
     env = dict(os.environ, DOCKER_HOST="unix:///nonexistent.sock")  # no episode can start
     res = subprocess.run(

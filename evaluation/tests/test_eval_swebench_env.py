@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.loaders.swebench import swebench_row_to_task
-from deepswe.eval.runner import RunnerConfig, run_all
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
 from deepswe.eval.swebench_env import (
     OFFLINE_PIP,
@@ -115,9 +116,7 @@ def test_python_36_django_is_unsupported_not_graded(django_mirror, tmp_path):
         prepare(old, mode="build", mirror=mirror)
     # the runner records it per run as unsupported_env, with no episode and no grade
     store = RunStore(tmp_path / "run")
-    counts = run_all(
-        [old], RunnerConfig(runs=2), store, unsupported={old.instance_id: "python 3.6"}
-    )
+    counts = run_all([old], EvalConfig(runs=2), store, unsupported={old.instance_id: "python 3.6"})
     recs = store.records()
     assert counts == {"unsupported_env": 2}
     assert [(r.status, r.outcome, r.trajectory) for r in recs] == [

@@ -1,7 +1,7 @@
-"""The CI subset of swe-mini, from scratch: download three pinned sdists (PyPI), rebuild their git
-repositories and base commits in a fresh cache, build each task's image, and check through the
-spine that the gold patch resolves every task and the empty patch resolves none. 21 tasks from 3
-projects; about 3 minutes on 2 cores."""
+"""swe-mini's CI subset, from scratch: download three pinned sdists (PyPI), rebuild their git
+repositories and base commits in a fresh cache, build each task's image, and validate it as a
+release is validated (`deepswe-eval validate`: gold resolves every task, empty none). 21 tasks
+from 3 projects; about 3 minutes on 2 cores."""
 
 from __future__ import annotations
 
@@ -41,13 +41,15 @@ def subset(tmp_path_factory):
 
 
 def test_ci_subset_gold_resolves_and_empty_does_not(subset):
-    from deepswe.data.swemini.validate import validate_tasks
+    from deepswe.env.sandbox import SandboxLimits
+    from deepswe.eval.config import EvalConfig
+    from deepswe.eval.validate import validate_tasks
 
     cache, tasks = subset
     assert len(tasks) >= 20 and len({t.repo for t in tasks}) >= 3
-    report = validate_tasks(tasks, cache / "progress.jsonl", workers=2, show_progress=False)
-    assert report["validated"] == len(tasks)
-    assert report["failed"] == [], report
+    cfg = EvalConfig(workers=2, sandbox=SandboxLimits(memory="1g", pids=256))
+    result = validate_tasks(tasks, cache / "validation", cfg)
+    assert result.ok and len(result.passed) == len(tasks), result.summary()
 
 
 def _rigged(nodeids: list[str]) -> str:

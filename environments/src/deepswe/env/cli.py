@@ -81,15 +81,22 @@ class PolicyChoice(str, Enum):
     openai = "openai"
 
 
-def _task(tasks: Path, instance_id: str):
-    from deepswe.data.errors import DataError
+_TASKS_HELP = "A task file (JSONL), or a dataset name (swe-mini, swe-mini:test, ...)."
+
+
+def _load(tasks: str):
     from deepswe.data.datasets import load_tasks
+    from deepswe.data.errors import DataError
 
     try:
-        found = [t for t in load_tasks(str(tasks)) if t.instance_id == instance_id]
+        return load_tasks(tasks)
     except DataError as err:
         typer.secho(f"{tasks}: {err}", fg="red", err=True)
         raise typer.Exit(1) from None
+
+
+def _task(tasks: str, instance_id: str):
+    found = [t for t in _load(tasks) if t.instance_id == instance_id]
     if not found:
         typer.secho(f"{tasks}: no task with id {instance_id!r}", fg="red", err=True)
         raise typer.Exit(1)
@@ -98,15 +105,14 @@ def _task(tasks: Path, instance_id: str):
 
 @app.command("build")
 def build(
-    tasks: Path = typer.Option(..., exists=True, dir_okay=False, help="Tasks file (JSONL)."),
+    tasks: str = typer.Option(..., help=_TASKS_HELP),
     instance_id: str | None = typer.Option(None, "--id", help="Only this task (default: all)."),
 ) -> None:
-    """Build the image of each task that carries an environment spec."""
-    from deepswe.data.datasets import load_tasks
+    """Build (or find) the image of each task that carries an environment spec."""
     from deepswe.env.images import ImageBuildError
     from deepswe.env.images.task import ensure_task_image
 
-    chosen = [_task(tasks, instance_id)] if instance_id else load_tasks(str(tasks))
+    chosen = [_task(tasks, instance_id)] if instance_id else _load(tasks)
     for i, task in enumerate(chosen, 1):
         try:
             tag = ensure_task_image(task, log=lambda m: typer.echo(m, err=True))
@@ -118,7 +124,7 @@ def build(
 
 @app.command("episode")
 def episode(
-    tasks: Path = typer.Option(..., exists=True, dir_okay=False, help="Tasks file (JSONL)."),
+    tasks: str = typer.Option(..., help=_TASKS_HELP),
     instance_id: str = typer.Option(..., "--id", help="The task to run."),
     policy: PolicyChoice = typer.Option(
         ..., help="gold: the task's own fix; empty: submit at once; openai: a chat endpoint."
@@ -139,21 +145,15 @@ def episode(
 
     from deepswe.env.agent.loop import EpisodeLimits
     from deepswe.env.episode import run_task
-    from deepswe.env.policies import policy_class
+    from deepswe.env.policies import PolicySpec, make_policy
 
     task = _task(tasks, instance_id)
-    if policy is PolicyChoice.gold:
-        if not task.gold_patch:
-            typer.secho(f"{instance_id}: the task has no gold patch", fg="red", err=True)
-            raise typer.Exit(1)
-        chosen = policy_class("gold")(task.gold_patch)
-    elif policy is PolicyChoice.empty:
-        chosen = policy_class("empty")()
-    else:
-        if not (base_url and model):
-            typer.secho("--policy openai needs --base-url and --model", fg="red", err=True)
-            raise typer.Exit(2)
-        chosen = policy_class("openai")(base_url=base_url, model=model, temperature=temperature)
+    spec = PolicySpec(name=policy.value, base_url=base_url, model=model, temperature=temperature)
+    try:
+        chosen = make_policy(spec, task)
+    except ValueError as err:
+        typer.secho(str(err), fg="red", err=True)
+        raise typer.Exit(2) from None
     traj = run_task(
         task, chosen, limits=EpisodeLimits(max_steps=max_steps, max_context_tokens=max_context)
     )
@@ -166,7 +166,7 @@ def episode(
 
 @app.command("grade")
 def grade(
-    tasks: Path = typer.Option(..., exists=True, dir_okay=False, help="Tasks file (JSONL)."),
+    tasks: str = typer.Option(..., help=_TASKS_HELP),
     instance_id: str = typer.Option(..., "--id", help="The task the patch is for."),
     patch: Path = typer.Option(..., exists=True, dir_okay=False, help="The patch (unified diff)."),
     log: Path | None = typer.Option(None, help="Write the test log here."),

@@ -1,8 +1,10 @@
-"""The protocol card: everything that decides what a run measures, written to config.json.
+"""The run card: what a run folder measures, written to its config.json and checked on resume.
 
-A resumed run must measure the same thing as the run it continues, so `check_resume` compares
-the protocol fields of the card on disk with the new one and refuses on any difference.
-Operational fields (workers, endpoint URL, code version, start time) may change on resume.
+A resumed run must measure the same thing as the run it continues: `open_run` compares the
+dataset's content, the task selection, the prompts and every protocol field of the evaluation
+config (`config.PROTOCOL`: policy, runs, retries, episode and sandbox limits, SWE-bench
+environments) with the card on disk and refuses, naming each difference. Operational fields
+(workers, the endpoint URL, tolerated infra errors, code version) may change.
 """
 
 from __future__ import annotations
@@ -13,56 +15,91 @@ import subprocess
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deepswe.data.task import Task
 from deepswe.env.agent import prompts
-from deepswe.env.agent.loop import EpisodeLimits
+from deepswe.eval.config import EvalConfig, protocol_values
+from deepswe.eval.store import RunStore, atomic_write_json
 
 
 class ProtocolMismatch(Exception):
     """A resume asked for a different protocol than the run folder holds."""
 
 
-class ProtocolCard(BaseModel):
-    """What was measured and how. `PROTOCOL_FIELDS` must match for a resume."""
+class RunCard(BaseModel):
+    """What was measured and how."""
 
     model_config = ConfigDict(extra="forbid")
 
-    dataset: str = Field(description="name or path given to --dataset")
+    dataset: str = Field(description="the dataset name or path given")
     dataset_sha256: str = Field(description="sha256 over the selected tasks' canonical JSON")
     instance_ids: list[str] = Field(description="the selected tasks, in run order")
-    policy: str = Field(description="gold | empty | openai | replay")
-    policy_args: dict[str, str] = Field(default_factory=dict, description="--policy-arg k=v")
-    model: str | None = Field(None, description="model name (openai policy)")
-    temperature: float | None = Field(None, description="sampling temperature (openai policy)")
-    max_tokens: int | None = Field(None, description="per reply (openai policy)")
-    runs: int = Field(gt=0, description="independent runs per task")
-    limits: EpisodeLimits
+    eval: EvalConfig = Field(description="the resolved evaluation config")
     prompt_sha256: str = Field(description="sha256 of the system + user prompt templates used")
-    infra_retries: int = Field(ge=0, description="extra tries after an infrastructure error")
-    swebench_build: str = Field("", description="how SWE-bench environments were obtained")
-    # operational, free to change on resume:
-    workers: int = Field(1, gt=0)
-    base_url: str | None = None
     code_version: str = Field("", description="`git describe --always --dirty` of this checkout")
     started_at: str = Field("", description="UTC time the run folder was created")
 
+    @property
+    def runs(self) -> int:
+        return self.eval.runs
 
-PROTOCOL_FIELDS = (
-    "dataset_sha256",
-    "instance_ids",
-    "policy",
-    "policy_args",
-    "model",
-    "temperature",
-    "max_tokens",
-    "runs",
-    "limits",
-    "prompt_sha256",
-    "infra_retries",
-    "swebench_build",
-)
+
+def make_card(cfg: EvalConfig, tasks: list[Task]) -> RunCard:
+    """The card of an evaluation of `tasks` (in run order) under `cfg`, started now."""
+    return RunCard(
+        dataset=cfg.dataset,
+        dataset_sha256=tasks_sha256(tasks),
+        instance_ids=[t.instance_id for t in tasks],
+        eval=cfg,
+        prompt_sha256=prompt_sha256(cfg.episode.prompt_variant),
+        code_version=code_version(),
+        started_at=utc_now(),
+    )
+
+
+def read_card(store: RunStore) -> RunCard:
+    """The card of an existing run folder; ProtocolMismatch if it cannot be read."""
+    try:
+        return RunCard.model_validate_json(store.config_path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as exc:
+        raise ProtocolMismatch(
+            f"{store.config_path} is not a run card this version can read ({exc}); use a new --out"
+        ) from None
+
+
+def open_run(out: Path, card: RunCard) -> tuple[RunStore, RunCard]:
+    """The run folder `out` for `card`: created with it, or checked against the card on disk
+    (a resume keeps the original start time). ProtocolMismatch names every difference."""
+    store = RunStore(out)
+    if store.config_path.exists():
+        old = read_card(store)
+        check_resume(old, card)
+        card = card.model_copy(update={"started_at": old.started_at})
+    store.root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(store.config_path, card.model_dump(mode="json"))
+    return store, card
+
+
+def _compared(card: RunCard) -> dict[str, object]:
+    out: dict[str, object] = {
+        "dataset_sha256": card.dataset_sha256,
+        "instance_ids": card.instance_ids,
+        "prompt_sha256": card.prompt_sha256,
+    }
+    out.update({f"eval.{k}": v for k, v in protocol_values(card.eval).items()})
+    return out
+
+
+def check_resume(old: RunCard, new: RunCard) -> None:
+    """Raise ProtocolMismatch naming every protocol field that differs."""
+    a, b = _compared(old), _compared(new)
+    diffs = [f"{k}: on disk {_short(a[k])}, asked {_short(b[k])}" for k in a if a[k] != b[k]]
+    if diffs:
+        raise ProtocolMismatch(
+            "this run folder was started with a different protocol; use a new --out, or the "
+            "same options as before. Differences:\n  " + "\n  ".join(diffs)
+        )
 
 
 def tasks_sha256(tasks: list[Task]) -> str:
@@ -96,21 +133,6 @@ def code_version(cwd: Path | None = None) -> str:
 
 def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def check_resume(old: ProtocolCard, new: ProtocolCard) -> None:
-    """Raise ProtocolMismatch naming every protocol field that differs."""
-    a, b = old.model_dump(mode="json"), new.model_dump(mode="json")
-    diffs = [
-        f"{k}: on disk {_short(a[k])}, asked {_short(b[k])}"
-        for k in PROTOCOL_FIELDS
-        if a[k] != b[k]
-    ]
-    if diffs:
-        raise ProtocolMismatch(
-            "this run folder was started with a different protocol; use a new --out, or the "
-            "same options as before. Differences:\n  " + "\n  ".join(diffs)
-        )
 
 
 def _short(value: object) -> str:

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from deepswe.data.task import Task
 from deepswe.env.episode import grade_patch
+from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import atomic_write_json
 from deepswe.eval.swebench_io import instance_report
 
 
 def grade_all(
-    preds: list[dict], tasks: list[Task], unsupported: dict[str, str], out: Path, workers: int
+    preds: list[dict], tasks: list[Task], unsupported: dict[str, str], out: Path, cfg: EvalConfig
 ) -> dict:
     """Writes out/<instance_id>/report.json (+ test_output.txt) and out/summary.json."""
     by_id = {t.instance_id: t for t in tasks}
@@ -26,14 +27,16 @@ def grade_all(
             )
             return "unsupported_env"
         patch = pred.get("model_patch")
-        result, log = grade_patch(by_id[iid], patch or "")
+        result, log = grade_patch(
+            by_id[iid], patch or "", backend=cfg.sandbox_backend, sandbox_limits=cfg.sandbox
+        )
         (out / iid).mkdir(parents=True, exist_ok=True)
         (out / iid / "test_output.txt").write_text(log, encoding="utf-8")
         report = instance_report(by_id[iid], patch, result.model_dump(mode="json"))
         atomic_write_json(out / iid / "report.json", report)
         return result.outcome.value
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
         outcomes = list(pool.map(one, preds))
     counts = Counter(outcomes)
     summary = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from deepswe.eval.card import RunCard, read_card
 from deepswe.eval.metrics import compute_metrics
-from deepswe.eval.protocol import ProtocolCard
 from deepswe.eval.store import RunStore, atomic_write_json
 
 
@@ -58,7 +58,7 @@ def _plots(metrics: dict, out: Path) -> list[str]:
 def build_report(run_dir: Path | str) -> dict:
     """Recompute metrics from the stored episodes; write metrics.json, report.md and plots."""
     store = RunStore(run_dir)
-    card = ProtocolCard.model_validate_json(store.config_path.read_text(encoding="utf-8"))
+    card = read_card(store)
     records = store.records()
     metrics = compute_metrics(records, card.instance_ids, card.runs)
     atomic_write_json(store.root / "metrics.json", metrics)
@@ -112,8 +112,9 @@ def _dist_row(name: str, d: dict, how: str) -> str:
     return f"| {name} | {d['n']} | {f(d['min'])} | {f(d['median'])} | {f(d['mean'])} | {f(d['p90'])} | {f(d['max'])} | {how} |"
 
 
-def render_markdown(m: dict, card: ProtocolCard, plots: list[str]) -> str:
-    lim = card.limits
+def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
+    cfg, pol = card.eval, card.eval.policy
+    lim, box = cfg.episode, cfg.sandbox
     out = [
         f"# Evaluation report: {card.dataset}",
         "",
@@ -168,14 +169,18 @@ def render_markdown(m: dict, card: ProtocolCard, plots: list[str]) -> str:
         "## Protocol card",
         "",
         f"- dataset: `{card.dataset}` ({len(card.instance_ids)} tasks, sha256 `{card.dataset_sha256[:16]}`)",
-        f"- policy: `{card.policy}`" + (f", model `{card.model}`" if card.model else ""),
-        f"- temperature: {card.temperature}, max tokens per reply: {card.max_tokens}",
-        f"- runs per task: {card.runs}; infra-error retries: {card.infra_retries}",
+        f"- policy: `{pol.name}`"
+        + (f", model `{pol.model}`" if pol.model else "")
+        + (f", args {pol.args}" if pol.args else ""),
+        f"- temperature: {pol.temperature}, max tokens per reply: {pol.max_tokens}",
+        f"- runs per task: {cfg.runs}; infra-error retries: {cfg.infra_retries}",
         f"- limits: {lim.max_steps} steps, {lim.max_context_tokens} context tokens, "
         f"{lim.action_timeout_s:g} s per action, {lim.wall_timeout_s:g} s per episode",
+        f"- sandbox: {box.cpus:g} CPU, {box.memory} memory, {box.pids} processes, "
+        f"network {'on' if box.network else 'off'} ({cfg.sandbox_backend})",
         f"- prompts: `{lim.prompt_variant}` variant, sha256 `{card.prompt_sha256[:16]}`",
-        f"- SWE-bench environments: {card.swebench_build or 'n/a'}",
-        f"- code version: `{card.code_version}`; workers: {card.workers}; started {card.started_at}",
+        f"- SWE-bench environments: {cfg.swebench_env}",
+        f"- code version: `{card.code_version}`; workers: {cfg.workers}; started {card.started_at}",
         "",
         "Full card: `config.json`; raw numbers: `metrics.json`; SWE-bench files: "
         "`predictions/run-<k>.jsonl`, `reports/run-<k>/<instance_id>/report.json`.",

@@ -10,14 +10,11 @@ the run: episodes already stored stay, episodes not started are not started.
 
 from __future__ import annotations
 
-import json
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (
@@ -30,85 +27,12 @@ from rich.progress import (
 )
 
 from deepswe.data.task import Task
-from deepswe.env.agent.loop import EpisodeLimits
 from deepswe.env.episode import INFRA_EXCEPTIONS, run_task
 from deepswe.env.grading.outcomes import Outcome
-from deepswe.env.policies import Policy, policy_class
-from deepswe.env.sandbox import SandboxLimits
+from deepswe.env.policies import make_policy
 from deepswe.env.trajectory import Ending, Trajectory
+from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
-
-
-@dataclass
-class RunnerConfig:
-    """How episodes are run. Protocol-relevant fields are mirrored in the ProtocolCard."""
-
-    policy: str = "gold"
-    model: str | None = None
-    base_url: str | None = None
-    temperature: float = 1.0
-    max_tokens: int | None = None
-    replay_dir: Path | None = None
-    policy_args: dict[str, str] = field(default_factory=dict)
-    runs: int = 1
-    workers: int = 1
-    infra_retries: int = 2
-    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
-    sandbox_limits: SandboxLimits = field(default_factory=SandboxLimits)
-    backend: str = "docker"
-
-
-def make_policy(cfg: RunnerConfig, task: Task, run: int) -> Policy:
-    """A fresh policy for one episode (scripted policies keep per-episode state)."""
-    if cfg.policy == "gold":
-        if not task.gold_patch:
-            raise ValueError(
-                f"{task.instance_id}: policy gold needs a gold patch; the task has none"
-            )
-        return policy_class("gold")(task.gold_patch)
-    if cfg.policy == "empty":
-        return policy_class("empty")()
-    if cfg.policy == "replay":
-        if cfg.replay_dir is None:
-            raise ValueError("policy replay needs --replay-dir")
-        return replay_policy(replay_path(cfg.replay_dir, task.instance_id, run))
-    if cfg.policy == "openai":
-        if not (cfg.base_url and cfg.model):
-            raise ValueError("policy openai needs --base-url and --model")
-        return policy_class("openai")(
-            base_url=cfg.base_url,
-            model=cfg.model,
-            temperature=cfg.temperature,
-            max_tokens=cfg.max_tokens,
-        )
-    # a plugged-in policy (registry name or module:Class), built from --policy-arg key=value
-    return policy_class(cfg.policy)(**cfg.policy_args)
-
-
-def replay_policy(path: Path) -> Policy:
-    """A ReplayPolicy for a trajectory file, or for one of our episode records (whose
-    trajectory sits under "trajectory")."""
-    cls = policy_class("replay")
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    if "trajectory" not in doc:
-        return cls(path)
-    if not doc["trajectory"]:
-        raise ValueError(f"{path}: the recorded episode has no trajectory to replay")
-    policy = cls.__new__(cls)  # same policy, replies taken from the record's steps
-    policy.replies, policy.turn = [s["assistant"] for s in doc["trajectory"]["steps"]], 0
-    return policy
-
-
-def replay_path(root: Path, instance_id: str, run: int) -> Path:
-    """A recorded trajectory for (task, run): a run folder's layout, or one file per task."""
-    for candidate in (
-        root / "episodes" / instance_id / f"run-{run}.json",
-        root / instance_id / f"run-{run}.json",
-        root / f"{instance_id}.json",
-    ):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError(f"no recorded trajectory for {instance_id} run {run} under {root}")
 
 
 def _is_infra(traj: Trajectory) -> bool:
@@ -121,7 +45,7 @@ def _trajectory_json(traj: Trajectory) -> dict:
     return doc
 
 
-def run_one(task: Task, run: int, cfg: RunnerConfig) -> EpisodeRecord:
+def run_one(task: Task, run: int, cfg: EvalConfig) -> EpisodeRecord:
     """One (task, run) with bounded infra retries; never raises for an episode's failure."""
     started = time.time()
     reason = ""
@@ -130,10 +54,10 @@ def run_one(task: Task, run: int, cfg: RunnerConfig) -> EpisodeRecord:
         try:
             traj = run_task(
                 task,
-                make_policy(cfg, task, run),
-                limits=cfg.limits,
-                backend=cfg.backend,
-                sandbox_limits=cfg.sandbox_limits,
+                make_policy(cfg.policy, task, run),
+                limits=cfg.episode,
+                backend=cfg.sandbox_backend,
+                sandbox_limits=cfg.sandbox,
             )
         except INFRA_EXCEPTIONS as exc:  # the harness itself failed: an infra error, retried
             reason = f"harness: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
@@ -184,7 +108,7 @@ def unsupported_record(task: Task, run: int, reason: str) -> EpisodeRecord:
 
 def run_all(
     tasks: list[Task],
-    cfg: RunnerConfig,
+    cfg: EvalConfig,
     store: RunStore,
     *,
     unsupported: dict[str, str] | None = None,
@@ -243,7 +167,7 @@ def run_all(
     return counts
 
 
-def _run_and_save(task: Task, run: int, cfg: RunnerConfig, store: RunStore) -> EpisodeRecord:
+def _run_and_save(task: Task, run: int, cfg: EvalConfig, store: RunStore) -> EpisodeRecord:
     # Saved in the worker thread, the moment the episode ends: a kill right after loses nothing.
     record = run_one(task, run, cfg)
     store.save(record)

@@ -203,6 +203,23 @@ def needs_swebench_env(task: Task) -> bool:
     return task.source is TaskSource.SWE_BENCH_VERIFIED and not task.test_spec.command
 
 
+def prepare_all(
+    tasks: list[Task], *, mode: str, mirror: Path | None
+) -> tuple[list[Task], dict[str, str]]:
+    """Every task prepared (`prepare`), and {instance_id: why} for those no environment of ours
+    serves (they stay as they were and are recorded unsupported_env, never run)."""
+    from deepswe.env.images.task import image_exists
+
+    out, unsupported = [], {}
+    for t in tasks:
+        try:
+            out.append(prepare(t, mode=mode, mirror=mirror, image_exists=image_exists))
+        except UnsupportedEnv as exc:
+            out.append(t)
+            unsupported[t.instance_id] = str(exc)
+    return out, unsupported
+
+
 def prepare(task: Task, *, mode: str, mirror: Path | None, image_exists=None) -> Task:
     """Fill a SWE-bench task in: mode "build" (from source), "image" (official image) or "auto"
     (the official image when the engine already has it, else build). Other tasks pass through."""

@@ -68,7 +68,8 @@ def _source_id(source: str) -> str:
     return str(p.resolve()) if p.exists() else source
 
 
-def _exists(tag: str) -> bool:
+def image_exists(tag: str) -> bool:
+    """Whether the Docker engine has an image tagged `tag` (builds nothing, pulls nothing)."""
     try:
         client().images.get(tag)
         return True
@@ -93,7 +94,7 @@ def _build(context: Path, dockerfile: str, tag: str, labels: dict[str, str], log
 
 def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
     tag = env_image_tag(spec)
-    if _exists(tag):
+    if image_exists(tag):
         return tag
     base = ensure_base_image(spec.base)
     log(f"building {tag} ({len(spec.pip)} requirements on {base})")
@@ -138,7 +139,7 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         return task.image
     spec = task.environment
     tag = task_image_tag(task)
-    if _exists(tag):
+    if image_exists(tag):
         return tag
     env = ensure_env_image(spec, log)
     log(f"building {tag} for {task.instance_id}")
@@ -156,6 +157,7 @@ __all__ = [
     "ensure_env_image",
     "ensure_task_image",
     "env_image_tag",
+    "image_exists",
     "prepare_repository",
     "task_image_tag",
 ]

@@ -1,16 +1,23 @@
 """Policies: given the chat so far, the next assistant message.
 
-Backends (one per sibling file), looked up by name or `module:Class` dotted path:
-`openai` (any OpenAI-compatible endpoint), `gold` (scripted: replays a known patch through the
-tools), `empty` (submits at once), `replay` (replays a recorded trajectory's messages).
+Backends (one per sibling file), looked up by name or `module:Class` path: `openai` (any
+OpenAI-compatible endpoint), `gold` (scripted: replays a known patch through the tools), `empty`
+(submits at once), `replay` (replays a recorded trajectory's messages). `PolicySpec` says which
+policy an episode gets and `make_policy` builds it: the one factory every command uses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from deepswe.env.registry import resolve
+
+if TYPE_CHECKING:
+    from deepswe.data.task import Task
 
 
 class PolicyError(Exception):
@@ -63,5 +70,68 @@ POLICIES: dict[str, str] = {
 
 
 def policy_class(name: str) -> type:
-    """The policy class for a registered name or a `module:Class` dotted path."""
+    """The policy class for a registered name or a `module:Class` path."""
     return resolve(POLICIES, name, "policy")
+
+
+class PolicySpec(BaseModel):
+    """Which policy answers an episode, and how it is set up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(
+        "gold", description="gold | empty | openai | replay, or a plugged-in `module:Class`"
+    )
+    args: dict[str, str] = Field(
+        default_factory=dict, description="constructor arguments of a plugged-in policy"
+    )
+    model: str | None = Field(None, description="openai: the model's name at the endpoint")
+    base_url: str | None = Field(None, description="openai: the endpoint, http://HOST:PORT/v1")
+    temperature: float = Field(1.0, ge=0, description="openai: sampling temperature (DeepSWE 1.0)")
+    max_tokens: int | None = Field(None, gt=0, description="openai: cap per reply; None: none")
+    replay_dir: str | None = Field(
+        None, description="replay: recorded trajectories (a run folder, or <dir>/<id>.json)"
+    )
+
+
+def make_policy(spec: PolicySpec, task: Task, run: int = 0) -> Policy:
+    """A fresh policy for one episode of `task` (scripted policies keep per-episode state).
+
+    Bad input (a gold policy for a task without a gold patch, no recording to replay, an
+    openai policy without its endpoint) raises ValueError or FileNotFoundError.
+    """
+    if spec.name == "gold":
+        if not task.gold_patch:
+            raise ValueError(
+                f"{task.instance_id}: policy gold needs a gold patch; the task has none"
+            )
+        return policy_class("gold")(task.gold_patch)
+    if spec.name == "empty":
+        return policy_class("empty")()
+    if spec.name == "replay":
+        if spec.replay_dir is None:
+            raise ValueError("policy replay needs a replay_dir (--replay-dir)")
+        return policy_class("replay")(replay_path(Path(spec.replay_dir), task.instance_id, run))
+    if spec.name == "openai":
+        if not (spec.base_url and spec.model):
+            raise ValueError("policy openai needs a base_url and a model (--base-url, --model)")
+        return policy_class("openai")(
+            base_url=spec.base_url,
+            model=spec.model,
+            temperature=spec.temperature,
+            max_tokens=spec.max_tokens,
+        )
+    return policy_class(spec.name)(**spec.args)  # a plugged-in policy
+
+
+def replay_path(root: Path, instance_id: str, run: int) -> Path:
+    """The recorded trajectory for (task, run) under `root`: an evaluation run folder
+    (episodes/<id>/run-<k>.json), <id>/run-<k>.json, or one file per task (<id>.json)."""
+    for candidate in (
+        root / "episodes" / instance_id / f"run-{run}.json",
+        root / instance_id / f"run-{run}.json",
+        root / f"{instance_id}.json",
+    ):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"no recorded trajectory for {instance_id} run {run} under {root}")

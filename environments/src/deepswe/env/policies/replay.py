@@ -1,5 +1,6 @@
-"""Replays the assistant messages of a recorded trajectory: ours (Trajectory JSON) or R2E-Gym's
-runner output (`trajectory_steps`, each step's `thought` followed by its `action`)."""
+"""Replays the assistant messages of a recorded trajectory: ours (Trajectory JSON, bare or as the
+`trajectory` of an evaluation's episode record) or R2E-Gym's runner output (`trajectory_steps`,
+each step's `thought` followed by its `action`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from deepswe.env.policies import PolicyError, Reply
 def recorded_replies(path: Path) -> list[str]:
     """The assistant messages of a trajectory file, in order."""
     doc = json.loads(Path(path).read_text())
+    if "trajectory" in doc and "instance_id" in doc:  # an evaluation's episode record
+        if not doc["trajectory"]:
+            raise ValueError(f"{path}: the recorded episode has no trajectory to replay")
+        doc = doc["trajectory"]
     if "trajectory_steps" in doc:  # R2E-Gym
         return [f"{s.get('thought', '')}\n\n{s.get('action', '')}" for s in doc["trajectory_steps"]]
     if "steps" in doc:  # ours

@@ -1,0 +1,153 @@
+"""An evaluation's configuration: the `eval:` section of a profile YAML, plus `a.b=v` overrides.
+
+One model says everything about how episodes are run and graded: the dataset, the policy, runs,
+workers, retries, the episode limits and the sandbox limits. `deepswe-eval run --config
+configs/<profile>.yaml` reads it (other sections of a profile belong to training and are not
+read here); command-line flags and `eval.a.b=value` overrides edit the same model; the run's
+protocol card embeds it, so a resume that changes any protocol value is refused by name.
+Defaults are DeepSWE's evaluation protocol (100 steps, 64k context, temperature 1.0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from deepswe.env.agent.loop import EpisodeLimits
+from deepswe.env.policies import PolicySpec
+from deepswe.env.sandbox import SandboxLimits
+
+
+class EvalConfigError(ValueError):
+    """A profile or an override is invalid; the message names the file and each bad key."""
+
+
+class EvalConfig(BaseModel):
+    """How an evaluation runs. Fields listed in PROTOCOL decide what it measures."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str = Field(
+        "swe-bench-verified",
+        description="swe-bench-verified | r2e-gym-subset | swe-mini[:train|:test] | a task file",
+    )
+    policy: PolicySpec = Field(default_factory=PolicySpec)
+    runs: int = Field(1, ge=1, description="independent runs per task (DeepSWE: 16)")
+    baseline_runs: int = Field(
+        1, ge=1, description="runs of the gold and empty baselines (`deepswe-eval validate`)"
+    )
+    workers: int = Field(1, ge=1, description="episodes in flight at once")
+    infra_retries: int = Field(2, ge=0, description="retries of an infra error before recording")
+    max_infra_errors: int = Field(
+        0, ge=0, description="infra_error episodes accepted before the command exits 3"
+    )
+    episode: EpisodeLimits = Field(default_factory=EpisodeLimits)
+    sandbox: SandboxLimits = Field(default_factory=SandboxLimits)
+    sandbox_backend: str = Field("docker", description="deepswe.env sandbox backend")
+    swebench_env: Literal["auto", "build", "image"] = Field(
+        "auto",
+        description="SWE-bench environments: the official image when present (auto), always "
+        "built from source (build), or the official image (image)",
+    )
+    repo_mirror: str | None = Field(
+        None, description="folder of git clones <owner>__<name> (SWE-bench from source)"
+    )
+
+
+# What a resume must keep equal (dataset content and task selection are checked beside these).
+# Not here, free to change: workers, max_infra_errors, sandbox_backend, repo_mirror, the policy's
+# endpoint and replay folder.
+PROTOCOL: tuple[str, ...] = (
+    "policy.name",
+    "policy.args",
+    "policy.model",
+    "policy.temperature",
+    "policy.max_tokens",
+    "runs",
+    "infra_retries",
+    "episode",
+    "sandbox",
+    "swebench_env",
+)
+
+
+def protocol_values(cfg: EvalConfig) -> dict[str, Any]:
+    """The PROTOCOL fields of `cfg` as plain data, keyed by their dotted names."""
+    data = cfg.model_dump(mode="json")
+    out: dict[str, Any] = {}
+    for key in PROTOCOL:
+        node: Any = data
+        for part in key.split("."):
+            node = node[part]
+        out[key] = node
+    return out
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (["a", "b"], value parsed as YAML). A leading `eval.` is optional."""
+    key, sep, raw = text.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not key.strip() or any(not p for p in parts):
+        raise EvalConfigError(f"override {text!r}: want key.path=value (e.g. eval.runs=4)")
+    if parts[0] == "eval":
+        parts = parts[1:]
+    return parts, yaml.safe_load(raw) if raw.strip() else ""
+
+
+def _apply(data: dict[str, Any], path: list[str], value: Any, text: str) -> None:
+    node = data
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise EvalConfigError(f"override {text!r}: {part!r} is not a section")
+        node = child
+    node[path[-1]] = value
+
+
+def load_eval_config(
+    profile: str | Path | None, overrides: list[str] = (), edits: dict[str, Any] | None = None
+) -> EvalConfig:  # type: ignore[assignment]
+    """The validated `eval:` section of `profile` (defaults when None), `overrides` applied in
+    order, then `edits` (dotted key -> value, from command-line flags)."""
+    data: dict[str, Any] = {}
+    where = "defaults"
+    if profile is not None:
+        where = str(profile)
+        try:
+            doc = yaml.safe_load(Path(profile).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise EvalConfigError(f"{profile}: cannot read: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("eval", {}), dict):
+            raise EvalConfigError(f"{profile}: want a mapping with an `eval:` section")
+        data = dict(doc.get("eval") or {})
+    for text in overrides:
+        keys, value = parse_override(text)
+        _apply(data, keys, value, text)
+    for key, value in (edits or {}).items():
+        _apply(data, key.split("."), value, f"--{key}")
+    return validate_eval_config(data, where)
+
+
+def validate_eval_config(data: dict[str, Any], where: str) -> EvalConfig:
+    try:
+        return EvalConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(["eval", *(str(p) for p in err["loc"])])
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"{key}: {msg}")
+        raise EvalConfigError(f"{where}: invalid config:\n  " + "\n  ".join(lines)) from None
+
+
+__all__ = [
+    "PROTOCOL",
+    "EvalConfig",
+    "EvalConfigError",
+    "load_eval_config",
+    "protocol_values",
+    "validate_eval_config",
+]

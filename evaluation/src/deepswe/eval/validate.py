@@ -1,0 +1,87 @@
+"""Validating a task set: every task's gold patch resolves it and the empty patch does not.
+
+A validation is two evaluations of the same tasks, `gold` and `empty`, each `rounds` runs, in
+`<out>/gold` and `<out>/empty` (ordinary run folders: resumable, infra errors retried and kept
+apart, reports written), then a verdict per task. This is how swe-mini's 360 tasks were released
+(720/720) and how a new task file should be checked before anyone trains or reports on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from deepswe.data.task import Task
+from deepswe.eval.card import make_card, open_run
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
+from deepswe.eval.store import EpisodeRecord, EpisodeStatus
+
+EXPECTED = {"gold": "resolved", "empty": "unresolved"}
+
+
+@dataclass
+class Validation:
+    """Per-task verdicts. A task passes when every gold run is resolved and every empty run is
+    graded unresolved; an infra_error anywhere leaves it undecided, not failed."""
+
+    passed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # instance id -> what went wrong
+    undecided: dict[str, str] = field(default_factory=dict)  # instance id -> the infra error
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.undecided
+
+    def summary(self) -> dict:
+        return {
+            "tasks": len(self.passed) + len(self.failed) + len(self.undecided),
+            "passed": len(self.passed),
+            "failed": self.failed,
+            "undecided": self.undecided,
+        }
+
+
+def _verdict(task: Task, records: dict[str, list[EpisodeRecord]]) -> tuple[str, str]:
+    """("passed" | "failed" | "undecided", why) for one task from its gold and empty records."""
+    for policy, want in EXPECTED.items():
+        for r in records[policy]:
+            if r.status is EpisodeStatus.INFRA_ERROR:
+                return "undecided", f"{policy} run {r.run}: infra_error: {r.reason[:300]}"
+            if r.outcome != want:
+                grade = (r.trajectory or {}).get("grade_detail", {}).get("reason", "")
+                return "failed", f"{policy} run {r.run}: {r.outcome}, want {want} ({grade})"
+    return "passed", ""
+
+
+def validate_tasks(
+    tasks: list[Task], out: Path, cfg: EvalConfig, console: Console | None = None
+) -> Validation:
+    """Run gold and empty over `tasks` (`cfg.baseline_runs` runs each) in `out`/gold and
+    `out`/empty, resumable; card.ProtocolMismatch if those folders hold another protocol."""
+    records: dict[str, dict[str, list[EpisodeRecord]]] = {
+        t.instance_id: {p: [] for p in EXPECTED} for t in tasks
+    }
+    for policy in EXPECTED:
+        pcfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"name": policy}),
+                                      "runs": cfg.baseline_runs})  # fmt: skip
+        store, _ = open_run(Path(out) / policy, make_card(pcfg, tasks))
+        run_all(tasks, pcfg, store, console=console)
+        for r in store.records():
+            if r.instance_id in records:
+                records[r.instance_id][policy].append(r)
+    result = Validation()
+    for t in tasks:
+        verdict, why = _verdict(t, records[t.instance_id])
+        if verdict == "passed":
+            result.passed.append(t.instance_id)
+        elif verdict == "failed":
+            result.failed[t.instance_id] = why
+        else:
+            result.undecided[t.instance_id] = why
+    return result
+
+
+__all__ = ["EXPECTED", "Validation", "validate_tasks"]
