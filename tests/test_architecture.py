@@ -1,0 +1,158 @@
+"""The map as code (DESIGN.md, "Layers"): imports point one way, no cycles, no private names
+across modules, and each distribution declares exactly the deepswe distributions it imports.
+
+Every import counts, those inside functions too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Subpackage -> (layer, distribution folder). data <- env <- eval <- verify; train may use all;
+# nothing imports train.
+LAYERS = {
+    "data": (0, "data"),
+    "env": (1, "environments"),
+    "eval": (2, "evaluation"),
+    "verify": (3, "verifiers"),
+    "train": (4, "training"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg, (_, folder) in LAYERS.items():
+        for f in sorted((ROOT / folder / "src" / "deepswe" / pkg).rglob("*.py")):
+            parts = f.relative_to(ROOT / folder / "src").with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = f
+    return out
+
+
+MODULES = _modules()
+
+
+def _owner(name: str) -> str | None:
+    """The longest known module that `name` (a module or module.attr) lives in."""
+    parts = name.split(".")
+    while parts:
+        if ".".join(parts) in MODULES:
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+def _imports(name: str) -> list[tuple[int, str, str]]:
+    """(line, imported module, imported attribute or "") of every deepswe import in `name`."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, "") for a in node.names if a.name.startswith("deepswe.")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            if base.startswith("deepswe."):
+                out += [(node.lineno, base, a.name) for a in node.names]
+    return out
+
+
+def _edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name in MODULES:
+        for _, module, attr in _imports(name):
+            target = _owner(f"{module}.{attr}") if attr else _owner(module)
+            if target is None or target == name:
+                continue
+            edges[name].add(target)
+            parts = target.split(".")  # importing a.b.c runs a.b's __init__ first
+            for i in range(2, len(parts)):
+                parent = ".".join(parts[:i])
+                if parent in MODULES and not name.startswith(parent + "."):
+                    edges[name].add(parent)
+    return edges
+
+
+def test_imports_point_down_the_layers():
+    wrong = []
+    for name in MODULES:
+        pkg = name.split(".")[1]
+        for line, module, _ in _imports(name):
+            other = module.split(".")[1]
+            if other == pkg or other not in LAYERS:
+                continue
+            if other == "train" or (pkg != "train" and LAYERS[other][0] > LAYERS[pkg][0]):
+                wrong.append(f"{MODULES[name].relative_to(ROOT)}:{line}: deepswe.{pkg} imports {module}")
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def test_no_private_name_is_imported_from_another_module():
+    private = []
+    for name in MODULES:
+        for line, module, attr in _imports(name):
+            names = [attr, *module.split(".")[2:]]
+            if any(n.startswith("_") and not n.startswith("__") for n in names):
+                private.append(f"{MODULES[name].relative_to(ROOT)}:{line}: {module} {attr}")
+    assert not private, "private names imported across modules:\n" + "\n".join(private)
+
+
+def test_no_import_cycles():
+    edges, index, low, stack, on, cycles = _edges(), {}, {}, [], set(), []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(MODULES):
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_each_distribution_declares_exactly_the_deepswe_distributions_it_imports():
+    used: dict[str, set[str]] = defaultdict(set)
+    for name in MODULES:
+        pkg = name.split(".")[1]
+        for _, module, _ in _imports(name):
+            other = module.split(".")[1]
+            if other != pkg and other in LAYERS:
+                used[pkg].add(other)
+    problems = []
+    dist_of = {pkg: f"deepswe-{pkg}" for pkg in LAYERS}
+    for pkg, (_, folder) in LAYERS.items():
+        project = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]
+        declared = {
+            d.split(";")[0].split("[")[0].split(">")[0].split("=")[0].strip()
+            for d in project.get("dependencies", [])
+        }
+        want = {dist_of[o] for o in used[pkg]}
+        have = {d for d in declared if d in dist_of.values()}
+        if want - have:
+            problems.append(f"{folder}/pyproject.toml does not declare {sorted(want - have)}")
+        if have - want:
+            problems.append(f"{folder}/pyproject.toml declares {sorted(have - want)}, unused")
+    assert not problems, "\n".join(problems)
