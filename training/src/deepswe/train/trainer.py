@@ -34,9 +34,10 @@ from deepswe.train.backends import UpdateBatch, backend_class
 from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpoint, save_checkpoint
 from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
 from deepswe.train.engines import engine_class
-from deepswe.train.engines.policy import EnginePolicy
 from deepswe.train.metrics import MetricsLog, step_metrics
+from deepswe.train.plugins import build
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
+from deepswe.train.sampling import RolloutJob, run_rollout
 from deepswe.train.sources import source_class
 
 
@@ -76,26 +77,6 @@ def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
     return engine, backend, source
 
 
-def _build(cls: type, cfg: TrainConfig) -> Any:
-    return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(cfg)
-
-
-def rollout_seed(seed: int, step: int, slot: int, k: int) -> int:
-    """Seed of rollout k of task slot `slot` at `step`; a reply at turn j uses seed + j."""
-    return (((seed * 1_000_003 + step) * 4_099 + slot) * 1_031 + k) * 65_536
-
-
-def episode_policy(engine: Any, cfg: TrainConfig, seed: int) -> EnginePolicy:
-    """The policy of one training episode (the local thread pool and Ray's workers alike)."""
-    ro = cfg.rollout
-    return EnginePolicy(
-        engine, temperature=ro.temperature,
-        max_tokens=ro.max_tokens_per_turn or ro.max_response_tokens,
-        max_context_tokens=ro.max_prompt_tokens + ro.max_response_tokens,
-        seed=seed,
-    )  # fmt: skip
-
-
 @dataclass
 class Trainer:
     cfg: TrainConfig
@@ -114,17 +95,17 @@ class Trainer:
         run_dir.mkdir(parents=True, exist_ok=True)
         _check_resume_config(cfg, run_dir, resume)
         dump_config(cfg, run_dir / "config.yaml")
-        source = _build(source_cls, cfg)
+        source = build(source_cls, cfg)
         scheduler = None
         if cfg.cluster.scheduler == "ray":
             from deepswe.train.cluster.ray_runtime import RayScheduler
 
             scheduler = RayScheduler.start(cfg)
         try:
-            engine = scheduler.engine if scheduler is not None else _build(engine_cls, cfg)
+            engine = scheduler.engine if scheduler is not None else build(engine_cls, cfg)
             ranked = scheduler.backend if scheduler is not None else None
             # A trainer world above 1: the scheduler's rank actors; otherwise in this process.
-            backend = ranked if ranked is not None else _build(backend_cls, cfg)
+            backend = ranked if ranked is not None else build(backend_cls, cfg)
         except BaseException:
             if scheduler is not None:
                 scheduler.shutdown()
@@ -149,19 +130,18 @@ class Trainer:
     def collect(self, task_ids: list[int]) -> tuple[list[Trajectory], list[int]]:
         """G rollouts per task, run concurrently (threads, or the Ray scheduler's workers);
         group id = slot in this step."""
-        tasks, ro = self.source.tasks(), self.cfg.rollout
+        ro = self.cfg.rollout
         jobs = [
-            (slot, t, rollout_seed(self.cfg.run.seed, self.step, slot, k))
+            RolloutJob(task=t, step=self.step, slot=slot, k=k)
             for slot, t in enumerate(task_ids)
             for k in range(ro.group_size)
         ]
-        groups = [slot for slot, _, _ in jobs]
-        if self.scheduler is not None:  # workers load the same tasks: only index and seed travel
-            return self.scheduler.collect([(t, seed) for _, t, seed in jobs]), groups
+        groups = [job.slot for job in jobs]
+        if self.scheduler is not None:  # its workers play the same jobs (sampling.run_rollout)
+            return self.scheduler.collect(jobs), groups
 
-        def one(job: tuple[int, int, int]) -> Trajectory:
-            _, t, seed = job
-            return self.source.rollout(tasks[t], episode_policy(self.engine, self.cfg, seed))
+        def one(job: RolloutJob) -> Trajectory:
+            return run_rollout(self.source, self.engine, self.cfg, job)
 
         with ThreadPoolExecutor(max_workers=ro.concurrency) as pool:
             trajs = list(pool.map(one, jobs))  # in job order whatever finishes first

@@ -27,15 +27,11 @@ from typing import Any
 import torch
 
 from deepswe.train.backends import StepStats, UpdateBatch
+from deepswe.train.cluster import require_ray
+from deepswe.train.plugins import build_backend
 from deepswe.train.rollout import RolloutBatch
 
 RENDEZVOUS = ("file", "tcp")
-
-
-def _ray() -> Any:
-    from deepswe.train.cluster.ray_runtime import _ray
-
-    return _ray()
 
 
 class TrainerRank:
@@ -60,20 +56,17 @@ class TrainerRank:
         with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
-        return f"tcp://{_ray().util.get_node_ip_address()}:{port}"
+        return f"tcp://{require_ray().util.get_node_ip_address()}:{port}"
 
     def join(self, init_method: str) -> None:
         """Form the group (blocks until every rank has joined), then build the backend."""
         import torch.distributed as dist
 
-        from deepswe.train.backends import backend_class
-        from deepswe.train.trainer import _build
-
         try:
             dist.init_process_group(
                 "gloo", init_method=init_method, rank=self.rank, world_size=self.world
             )
-            self.backend = _build(backend_class(self.cfg.backend.name), self.cfg)
+            self.backend = build_backend(self.cfg)
         except BaseException as e:  # a join called without waiting for it (rank 0, tcp)
             self.failed = e
             raise
@@ -110,7 +103,7 @@ def launch(
     """Start one TrainerRank actor per entry of `options` (Ray actor options: CPUs, placement);
     returns the actors (they join the group and build the backend in the background) and the
     temp dir a file rendezvous made (None for tcp). Wait on their `ready()`."""
-    ray = _ray()
+    ray = require_ray()
     if rendezvous not in RENDEZVOUS:
         raise ValueError(f"rendezvous {rendezvous!r}: want one of {RENDEZVOUS}")
     world, actor = len(options), ray.remote(TrainerRank)
@@ -160,7 +153,7 @@ class RankedBackend:
         """`method(*args)` on every rank (rank 0 gets `rank0_args` when given); rank 0's result.
         A rank that failed raises RuntimeError naming it, as soon as it has failed. After any
         error the group is broken (the other ranks may wait in a collective): close()."""
-        ray = _ray()
+        ray = require_ray()
         refs = [
             getattr(a, method).remote(*(rank0_args if r == 0 and rank0_args else args))
             for r, a in enumerate(self.actors)
@@ -188,11 +181,11 @@ class RankedBackend:
     def forward_logprobs(
         self, batch: RolloutBatch, positions: torch.Tensor | None = None
     ) -> torch.Tensor:
-        ray = _ray()
+        ray = require_ray()
         return self.call("forward_logprobs", ray.put(batch), ray.put(positions))
 
     def train_step(self, batch: UpdateBatch) -> StepStats:
-        return self.call("train_step", _ray().put(batch))
+        return self.call("train_step", require_ray().put(batch))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return self.call("state_dict", False, rank0_args=(True,))
@@ -206,7 +199,7 @@ class RankedBackend:
 
     def close(self) -> None:
         """Kill the rank actors (idempotent); remove a file rendezvous's temp dir."""
-        ray = _ray()
+        ray = require_ray()
         for a in self.actors:
             ray.kill(a)
         self.actors = []

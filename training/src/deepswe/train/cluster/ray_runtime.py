@@ -8,9 +8,9 @@ actors.
 
 The trainer sees the engine through `RemoteEngine`, an `InferenceEngine` proxy, and the trainer
 ranks through `RankedBackend` (ranks.py), a `TrainingBackend` proxy; with a trainer world of 1 it
-keeps its backend in the driver process. Only a task's index and its rollout seed travel to a
-worker: each worker loads the same tasks itself, so a Ray run samples exactly what the local
-thread pool does.
+keeps its backend in the driver process. Only a `RolloutJob` (task index, step, slot, k) travels
+to a worker: each worker loads the same tasks itself and plays the job with
+`sampling.run_rollout`, as the local thread pool does, so a Ray run samples exactly what it does.
 
 Trainer ranks run on CPU only: the megatron backend trains over gloo on CPU, and colocating ranks
 with the engines on the same GPUs needs the engine inside the rank processes (verl's hybrid
@@ -29,28 +29,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepswe.env.trajectory import Trajectory
+from deepswe.train.cluster import require_ray
 from deepswe.train.cluster.plan import Placement, placement_plan
 from deepswe.train.cluster.ranks import RankedBackend, launch
-from deepswe.train.engines import Sample, engine_class
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise RuntimeError(
-            "cluster.scheduler 'ray' needs Ray: pip install 'deepswe-train[cluster]'"
-        ) from None
-    return ray
+from deepswe.train.engines import Sample
+from deepswe.train.plugins import build_engine, build_source
+from deepswe.train.sampling import RolloutJob, run_rollout
 
 
 class EngineActor:
     """Hosts one engine replica; run as a Ray actor (`ray.remote(EngineActor)`)."""
 
     def __init__(self, cfg: Any) -> None:
-        from deepswe.train.trainer import _build
-
-        self.engine = _build(engine_class(cfg.engine.name), cfg)  # as Trainer.setup builds it
+        self.engine = build_engine(cfg)  # as Trainer.setup builds it
 
     def ready(self) -> str:
         return self.engine.name
@@ -70,7 +61,7 @@ class EngineActor:
 
     def gpu_ids(self) -> list[Any]:
         """The GPUs Ray gave this actor (CUDA_VISIBLE_DEVICES is set to them)."""
-        return _ray().get_gpu_ids()
+        return require_ray().get_gpu_ids()
 
 
 class RemoteEngine:
@@ -86,7 +77,7 @@ class RemoteEngine:
         """The tokenizer is loaded here from model.path, as the engines load theirs."""
         from deepswe.train.engines.hf import load_tokenizer
 
-        name = _ray().get(actors[0].ready.remote())
+        name = require_ray().get(actors[0].ready.remote())
         return cls(actors, name, load_tokenizer(cfg.model.path))
 
     def sample(
@@ -98,10 +89,10 @@ class RemoteEngine:
         seed: int | None = None,
     ) -> list[Sample]:
         actor = self.actors[next(self._turn) % len(self.actors)]
-        return _ray().get(actor.sample.remote(prompt, n, temperature, max_tokens, seed))
+        return require_ray().get(actor.sample.remote(prompt, n, temperature, max_tokens, seed))
 
     def update_weights(self, state_dict: dict[str, Any]) -> None:
-        ray = _ray()
+        ray = require_ray()
         ref = ray.put(state_dict)
         ray.get([a.update_weights.remote(ref) for a in self.actors])
 
@@ -111,29 +102,23 @@ class RolloutWorker:
     source (its sandboxes are made from here) and a RemoteEngine over its engine replica."""
 
     def __init__(self, cfg: Any, engine_actors: list[Any]) -> None:
-        from deepswe.train.sources import source_class
-        from deepswe.train.trainer import _build
-
         self.cfg = cfg
-        self.source = _build(source_class(cfg.data.source), cfg)
+        self.source = build_source(cfg)
         self.engine = RemoteEngine.over(engine_actors, cfg)
 
     def ready(self) -> int:
         return len(self.source.tasks())
 
-    def run(self, task_index: int, seed: int) -> Trajectory:
-        """One rollout of task `task_index` of the source, sampled from `seed` on."""
-        from deepswe.train.trainer import episode_policy
-
-        task = self.source.tasks()[task_index]
-        return self.source.rollout(task, episode_policy(self.engine, self.cfg, seed))
+    def run(self, job: RolloutJob) -> Trajectory:
+        """One rollout, played as the trainer's own thread pool plays it."""
+        return run_rollout(self.source, self.engine, self.cfg, job)
 
 
 def reserve(plan: Placement, timeout_s: float) -> Any:
     """A ready placement group of plan.replica_bundles() then plan.trainer_bundles() (reserved
     together: every rank of the gloo group is placed, or none), or RuntimeError saying what the
     cluster has against what the plan needs."""
-    ray = _ray()
+    ray = require_ray()
     from ray.util.placement_group import placement_group, remove_placement_group
 
     bundles = plan.replica_bundles() + plan.trainer_bundles()
@@ -222,7 +207,7 @@ class RayScheduler:
                 f"TP-{plan.engine_tp} engines on the same GPUs needs the engine inside the rank "
                 "processes, as verl's hybrid workers: not built)"
             )
-        ray = _ray()
+        ray = require_ray()
         owns = not ray.is_initialized()
         if owns and cfg.cluster.address is None:
             # Logical CPUs: enough for every actor even on a small box (Ray does not pin cores).
@@ -241,7 +226,7 @@ class RayScheduler:
 
     @classmethod
     def _place(cls, cfg: Any, plan: Placement, owns: bool, timeout_s: float) -> RayScheduler:
-        ray = _ray()
+        ray = require_ray()
         from ray.util.placement_group import remove_placement_group
 
         pg = reserve(plan, timeout_s)
@@ -295,18 +280,18 @@ class RayScheduler:
             remove_placement_group(pg)
             raise
 
-    def collect(self, jobs: list[tuple[int, int]]) -> list[Trajectory]:
-        """Run (task index, seed) jobs on the workers; results in job order."""
+    def collect(self, jobs: list[RolloutJob]) -> list[Trajectory]:
+        """Run the jobs on the workers; results in job order."""
         from ray.util.actor_pool import ActorPool
 
         pool = ActorPool(self.workers)
-        return list(pool.map(lambda w, job: w.run.remote(*job), jobs))
+        return list(pool.map(lambda w, job: w.run.remote(job), jobs))
 
     def shutdown(self) -> None:
         """Kill the actors and free the placement group; stop Ray if this scheduler started it."""
         if self.closed:
             return
-        ray = _ray()
+        ray = require_ray()
         from ray.util.placement_group import remove_placement_group
 
         for a in self.workers + self.engine_actors:

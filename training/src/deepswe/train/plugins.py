@@ -1,0 +1,32 @@
+"""A run's plug-ins built from its config: the inference engine, the training backend and the
+rollout source, each named by registry name or `module:Class` (engines/, backends/, sources/).
+
+`Trainer.setup` builds them in its own process and the Ray actors (deepswe.train.cluster) in
+theirs, with these same functions: a part built in an actor is the part the trainer would build.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepswe.train.backends import backend_class
+from deepswe.train.engines import engine_class
+from deepswe.train.sources import source_class
+
+
+def build(cls: type, cfg: Any) -> Any:
+    """`cls.from_config(cfg)` when the class has one (it reads the sections it needs), else
+    `cls(cfg)`; `cfg` is a TrainConfig."""
+    return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(cfg)
+
+
+def build_engine(cfg: Any) -> Any:  # -> InferenceEngine
+    return build(engine_class(cfg.engine.name), cfg)
+
+
+def build_backend(cfg: Any) -> Any:  # -> TrainingBackend
+    return build(backend_class(cfg.backend.name), cfg)
+
+
+def build_source(cfg: Any) -> Any:  # -> RolloutSource
+    return build(source_class(cfg.data.source), cfg)
