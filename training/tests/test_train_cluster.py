@@ -167,6 +167,45 @@ def assert_engine_follows_backend(trainer: Trainer, model_dir: Path) -> None:
     assert remote.logprobs != before.logprobs
 
 
+def test_both_schedulers_build_the_same_policy_for_a_rollout(model_dir, tmp_path):
+    """Regression (issue 15): the thread pool and the Ray workers (and sft.policy_reward) each
+    built their own EnginePolicy, with two seed formulas. Now both play sampling.run_rollout:
+    for the same (seed, step, slot, k), the same seed, limits and sampled tokens. Ray's side runs
+    RolloutWorker.run in this process, over the trainer's own engine and source (no Ray)."""
+    from deepswe.train.cluster.ray_runtime import RolloutWorker
+
+    trainer = Trainer.setup(text_cfg(model_dir, steps=2), tmp_path / "run")
+    trainer.step = 1  # any step: the seed must follow it
+    built: list[tuple] = []
+    play = trainer.source.rollout
+
+    def spy(task, policy):
+        built.append((task.instance_id, policy.seed, policy.temperature, policy.max_tokens,
+                      policy.max_context_tokens))  # fmt: skip
+        return play(task, policy)
+
+    trainer.source.rollout = spy
+    local, groups = trainer.collect([1, 0])
+    by_pool, built[:] = sorted(built), []  # threads: any order
+
+    worker = RolloutWorker.__new__(RolloutWorker)  # its __init__ would start a RemoteEngine
+    worker.cfg, worker.source, worker.engine = trainer.cfg, trainer.source, trainer.engine
+
+    class InProcess:  # RayScheduler.collect's contract: results in job order
+        def collect(self, jobs):
+            return [worker.run(job) for job in jobs]
+
+    trainer.scheduler = InProcess()
+    try:
+        remote, ray_groups = trainer.collect([1, 0])
+    finally:
+        trainer.scheduler = None
+        trainer.close()
+    assert sorted(built) == by_pool and len(by_pool) == 8 and groups == ray_groups
+    assert len({seed for _, seed, *_ in by_pool}) == 8  # every rollout its own seed
+    assert [t.steps[0].token_ids for t in remote] == [t.steps[0].token_ids for t in local]
+
+
 @needs_ray
 def test_a_ray_run_resumes_a_local_one_and_samples_exactly_as_it(model_dir, tmp_path):
     """Step 2 on Ray (engine and two rollout workers as actors, weights restored from the

@@ -294,26 +294,22 @@ def policy_reward(
     engine: Any, source: Any, cfg: Any, samples: int, seed: int
 ) -> tuple[float, list[Trajectory]]:
     """Mean reward of the engine's policy over `samples` episodes of every task of `source`,
-    sampled as GRPO++ rollouts are (cfg.rollout: temperature, token caps), each with a fixed
-    seed: the same call on the same weights gives the same number (CPU)."""
+    sampled as GRPO++ rollouts are (sampling.episode_policy), episode k of task t seeded as
+    rollout k of slot t of step 0 of a run seeded `seed`: the same call on the same weights
+    gives the same number (CPU)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from deepswe.train.engines.policy import EnginePolicy
+    from deepswe.train.sampling import episode_policy, rollout_seed
 
-    ro, tasks = cfg.rollout, source.tasks()
+    tasks = source.tasks()
 
     def one(job: tuple[int, int]) -> Trajectory:
         t, k = job
-        policy = EnginePolicy(
-            engine, temperature=ro.temperature,
-            max_tokens=ro.max_tokens_per_turn or ro.max_response_tokens,
-            max_context_tokens=ro.max_prompt_tokens + ro.max_response_tokens,
-            seed=(seed * 7_919 + t) * 104_729 + k * 65_536,
-        )  # fmt: skip
+        policy = episode_policy(engine, cfg, rollout_seed(seed, 0, t, k))
         return source.rollout(tasks[t], policy)
 
     jobs = [(t, k) for t in range(len(tasks)) for k in range(samples)]
-    with ThreadPoolExecutor(max_workers=ro.concurrency) as pool:
+    with ThreadPoolExecutor(max_workers=cfg.rollout.concurrency) as pool:
         trajs = list(pool.map(one, jobs))
     rewards = [t.reward or 0.0 for t in trajs]
     return sum(rewards) / max(len(rewards), 1), trajs
