@@ -86,8 +86,20 @@ def test_the_32b_recipe_validates_then_stops_for_want_of_gpus():
     assert "Traceback" not in result.output
 
 
-def test_train_runs_refuses_a_used_folder_and_resumes(tmp_path):
-    """A one-step run of tiny.yaml on the trainer's text environment (no Docker), then resume."""
+def test_train_runs_refuses_a_used_folder_and_resumes(tmp_path, monkeypatch):
+    """A one-step run of tiny.yaml on the trainer's text environment (no Docker), then resume.
+    Regression (issue 15): the verb parsed the profile, then the trainer parsed it again."""
+    from deepswe.train import config, trainer
+
+    parsed = []
+    load = config.load_config
+
+    def counted(path, overrides=()):
+        parsed.append(path)
+        return load(path, overrides)
+
+    monkeypatch.setattr(config, "load_config", counted)
+    monkeypatch.setattr(trainer, "load_config", counted)
     model = build_tiny_policy(tmp_path / "model")
     out = tmp_path / "run"
     args = ["train", "--config", str(CONFIGS / "tiny.yaml"), "--out", str(out),
@@ -95,6 +107,7 @@ def test_train_runs_refuses_a_used_folder_and_resumes(tmp_path):
             "rollout.max_tokens_per_turn=4", "algo.loss_constant=8"]  # fmt: skip
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
+    assert parsed == [CONFIGS / "tiny.yaml"]  # once per run
     assert f"done: {out}" in first.output
     assert (out / "config.yaml").exists() and (out / "checkpoints" / "latest").exists()
 

@@ -123,7 +123,7 @@ def train(
 ) -> None:  # fmt: skip
     """Run GRPO++ training: rollouts, advantages, updates, checkpoints, metrics under runs/ID."""
     from deepswe.train.config import ConfigError, load_config
-    from deepswe.train.trainer import train_from_files
+    from deepswe.train.trainer import train_run
 
     try:
         cfg = load_config(config, overrides or [])
@@ -133,7 +133,7 @@ def train(
     if problems:
         raise _fail(f"{config}: cannot run here:\n  " + "\n  ".join(problems), EXIT_CANNOT_RUN)
     try:
-        run_dir = train_from_files(config, overrides or [], out=out, resume=resume)
+        run_dir = train_run(cfg, out=out, resume=resume)  # the config parsed once, above
     except (ConfigError, FileNotFoundError) as e:  # run folder in the way, nothing to resume
         raise _fail(str(e), EXIT_INVALID) from None
     typer.echo(f"done: {run_dir} (metrics.jsonl, checkpoints/, trajectories/)")

@@ -293,8 +293,13 @@ def _check_resume_config(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
 def train_from_files(
     config: str | Path, overrides: list[str], out: str | Path | None = None, resume: bool = False
 ) -> Path:
-    """`deepswe-train train`: validate, set up (or resume) runs/ID, train; returns runs/ID."""
-    cfg = load_config(config, overrides)
+    """Load and validate a profile + overrides, then `train_run`; returns runs/ID."""
+    return train_run(load_config(config, overrides), out, resume)
+
+
+def train_run(cfg: TrainConfig, out: str | Path | None = None, resume: bool = False) -> Path:
+    """`deepswe-train train` on a validated config: set up (or resume) runs/ID, train, export
+    the final model; returns runs/ID."""
     run_dir = Path(out) if out is not None else Path("runs") / cfg.run.name
     if not resume and latest_checkpoint(run_dir / "checkpoints") is not None:
         raise ConfigError(f"{run_dir} already holds checkpoints: pass --resume or another --out")
