@@ -1,5 +1,5 @@
 """The tiny model learns under GRPO++ (a short bench/learning.py), and the SFT warm start's
-scripted fixes (deepswe.train.sft).
+scripted fixes (deepswe.train.scripted_fixes).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deepswe.train.sft import fix_scripts
+from deepswe.train.scripted_fixes import fix_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 

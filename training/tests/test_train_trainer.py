@@ -12,6 +12,7 @@ import torch
 from deepswe.env.trajectory import Ending
 from deepswe.train.config import ConfigError, TrainConfig, validate
 from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.sft import SFTConfig
 from deepswe.train.trainer import Trainer, train_from_files
 
 torch.set_num_threads(1)
@@ -102,6 +103,9 @@ def test_resume_refuses_a_different_config(model_dir, tmp_path):
         model_dir).rollout.model_copy(update={"group_size": 2})})  # fmt: skip
     with pytest.raises(ConfigError, match="differs .* in: rollout.group_size"):
         Trainer.setup(changed, tmp_path / "r", resume=True)
+    # The sft section made model.path before the run (and older run folders have none).
+    warm = text_cfg(model_dir, steps=2).model_copy(update={"sft": SFTConfig(epochs=1)})
+    Trainer.setup(warm, tmp_path / "r", resume=True).close()
 
 
 def test_old_logprobs_recomputed_or_taken_from_the_engine(model_dir, tmp_path):

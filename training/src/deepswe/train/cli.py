@@ -3,6 +3,7 @@
     deepswe-train init-model --out runs/models/tiny-qwen3
     deepswe-train validate-config configs/tiny.yaml [a.b=value ...]
     deepswe-train train --config configs/tiny.yaml [a.b=value ...] [--out runs/ID] [--resume]
+    deepswe-train sft --config configs/tiny.yaml --out runs/models/tiny-qwen3-sft [sft.epochs=5 ...]
 
 Exit codes: 0 done; 1 the config (or an override) is invalid, or the run folder is in the way;
 3 the config is valid but this machine or this build cannot run it (GPUs missing, an engine or
@@ -141,31 +142,36 @@ def train(
 
 @app.command("sft")
 def sft(
-    config: Path = typer.Option(..., "--config", help="Training profile (YAML) whose model.path, "
-                                "data.path and episode limits the SFT stage uses."),
-    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
-    out: Path = typer.Option(..., "--out", help="Folder for the fine-tuned HF model (absent or "
-                             "empty)."),
-    epochs: int = typer.Option(300, "--epochs", help="Passes over the scripted sequences "
-                               "(sft.SFTConfig.epochs)."),
-    lr: float = typer.Option(3e-3, "--lr", help="AdamW learning rate."),
-    wrong_per_task: int = typer.Option(2, "--wrong-per-task", help="Wrong scripted fixes per "
-                                       "right one (the start policy's odds)."),
-    seed: int = typer.Option(0, "--seed", help="Shuffling and torch seed."),
+    config: Path = typer.Option(..., "--config", help="Training profile (YAML) whose sft "
+                                "section, model.path, data.path and episode limits the SFT stage "
+                                "uses."),
+    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP + " SFT settings: "
+                                                 "sft.epochs=5, sft.lr=0.001, ..."),
+    out: Path = typer.Option(..., "--out", help="Folder for the fine-tuned HF model and its "
+                             "resolved config.yaml (absent or empty)."),
+    epochs: int | None = typer.Option(None, "--epochs", help="Override sft.epochs: passes over "
+                                      "the scripted sequences."),
+    lr: float | None = typer.Option(None, "--lr", help="Override sft.lr: AdamW peak rate."),
+    wrong_per_task: int | None = typer.Option(None, "--wrong-per-task", help="Override "
+                                              "sft.wrong_per_task: wrong fixes per right one."),
+    seed: int | None = typer.Option(None, "--seed", help="Override sft.seed: shuffling and "
+                                    "torch seed."),
 ) -> None:  # fmt: skip
     """SFT warm-start (tiny profile): record scripted right and wrong fixes of the train tasks
     through the real tools in Docker, then fine-tune model.path on them (assistant tokens)."""
     from deepswe.train.config import ConfigError, load_config
-    from deepswe.train.sft import SFTConfig, run_sft
+    from deepswe.train.sft import run_sft
 
+    # The flags are overrides of the profile's sft section, applied after the positional ones.
+    flags = {"epochs": epochs, "lr": lr, "wrong_per_task": wrong_per_task, "seed": seed}
+    flagged = [f"sft.{key}={value!r}" for key, value in flags.items() if value is not None]
     try:
-        cfg = load_config(config, overrides or [])
+        cfg = load_config(config, [*(overrides or []), *flagged])
     except ConfigError as e:
         raise _fail(str(e), EXIT_INVALID) from None
     if out.exists() and any(out.iterdir()):
         raise _fail(f"--out {out}: exists and is not empty", EXIT_INVALID)
-    sft_cfg = SFTConfig(wrong_per_task=wrong_per_task, epochs=epochs, lr=lr, seed=seed)
-    episodes, losses = run_sft(cfg, out, sft_cfg, log=lambda m: typer.echo(m, err=True))
+    episodes, losses = run_sft(cfg, out, log=lambda m: typer.echo(m, err=True))
     right = sum(e.reward for e in episodes if e.label == "right")
     typer.echo(f"wrote {out}: {len(episodes)} scripted episodes ({right:.0f} right fixes "
                f"resolved), loss {losses[0]:.3f} -> {losses[-1]:.3f}")  # fmt: skip

@@ -16,6 +16,7 @@ from deepswe.env.sandbox import SandboxLimits
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import ParallelConfig
+from deepswe.train.sft import SFTConfig
 
 
 class _Section(BaseModel):
@@ -132,6 +133,7 @@ class TrainConfig(_Section):
     backend: BackendConfig = Field(default_factory=BackendConfig)
     algo: GRPOConfig = Field(default_factory=GRPOConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)  # deepswe-train sft only (tiny profile)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -191,10 +193,7 @@ def validate(data: dict[str, Any], where: str) -> TrainConfig:
 
 def resolved(cfg: TrainConfig) -> dict[str, Any]:
     """The fully resolved config (every default filled in) as plain data."""
-    data = cfg.model_dump(mode="json")
-    for key in ("mask_endings", "drop_endings"):  # frozensets: a stable order on disk
-        data["algo"][key] = sorted(data["algo"][key])
-    return data
+    return cfg.model_dump(mode="json")
 
 
 def dump_config(cfg: TrainConfig, path: Path) -> None:

@@ -2,14 +2,13 @@
 
 DeepSWE starts RL from Qwen3-32B, a model that already writes tool calls. The `tiny` profile's
 model is randomly initialised, so this stage stands in for pretraining: it fine-tunes the model
-on scripted episodes over the TRAIN tasks, recorded through the real tools in real sandboxes
-(`deepswe.env.episode.run_task` with a `ScriptedPolicy`), then graded by the hidden tests.
+on scripted right and wrong fixes of the TRAIN tasks (deepswe.train.scripted_fixes), recorded
+through the real tools in real sandboxes and graded by the hidden tests. Trained on 1 right :
+`wrong_per_task` wrong, the model samples the right fix about 1 time in 1 + wrong_per_task: a
+starting policy GRPO++ can measurably improve (bench/learning.py).
 
-Per task it records one RIGHT fix (the gold patch as `str_replace` calls, then `finish`) and
-`wrong_per_task` WRONG ones (a no-op edit of the same hunk: a comment or a `pass` line inserted
-before the buggy line, which is left as it was, so the grade is unresolved). Trained on that
-mix, the model samples the right fix about 1 time in 1 + wrong_per_task: a starting policy
-GRPO++ can measurably improve (bench/learning.py).
+Its settings are the `sft:` section of the training profile (`SFTConfig`), so one YAML holds the
+whole tiny recipe; the resolved config is written into the output folder beside the model.
 
 Sequences are built as the trainer builds them (`deepswe.train.rollout.build_sequence`): the
 prompt and the observations rendered by the chat template (loss mask 0), each assistant turn as
@@ -20,163 +19,52 @@ exactly the token layout it was fine-tuned on.
 from __future__ import annotations
 
 import random
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from unidiff import PatchSet
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
 from deepswe.data.task import Task
-from deepswe.env.agent.loop import EpisodeLimits
-from deepswe.env.episode import run_task
-from deepswe.env.policies.scripted import FINISH, ScriptedPolicy
-from deepswe.env.sandbox import SandboxLimits
 from deepswe.env.trajectory import Trajectory
 from deepswe.train.rollout import ChatRenderer, TokenSequence, build_sequence
-
-# Lines a wrong fix inserts before the buggy line: a change that runs and fixes nothing.
-WRONG_LINES = ("# TODO: check this", "pass")
-Line = tuple[str, str]  # a hunk line: (text with its newline, " " | "-" | "+")
+from deepswe.train.scripted_fixes import ScriptedEpisode, record_episodes
 
 
-@dataclass(frozen=True)
-class SFTConfig:
-    """The SFT stage's knobs (the tiny profile's defaults; see training/README.md)."""
+class SFTConfig(BaseModel):
+    """The SFT stage's settings: the `sft:` section of a training profile. Defaults are the tiny
+    profile's (training/README.md, "The tiny model learns"); deepswe-32b skips the stage."""
 
-    wrong_per_task: int = 2  # wrong fixes per right one: the start policy's odds of a right fix
-    # Passes over the sequences. 1 toy task: 300 epochs = 900 steps, ~4 min, loss 0.0128 nats a
-    # token, at the floor the 1:2 right:wrong choice sets (ln 3 at one token of ~80); after 100
-    # epochs (0.02) one reply in three was malformed at T = 1 and GRPO++ gained half as much.
-    epochs: int = 300
-    lr: float = 3e-3  # AdamW peak; a randomly initialised tiny model needs a large step
-    final_lr: float = 0.1  # linear decay to lr * final_lr: the last epochs sharpen the fit
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    seed: int = 0  # shuffling order and the torch RNG
-    threads: int = 2  # torch CPU threads (a shared box)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-@dataclass
-class ScriptedEpisode:
-    """One recorded scripted episode: which fix it plays, its trajectory, its graded reward."""
-
-    instance_id: str
-    label: str  # "right" | "wrong-0" | "wrong-1" ...
-    trajectory: Trajectory
-
-    @property
-    def reward(self) -> float:
-        return float(self.trajectory.reward or 0.0)
-
-
-def _call(name: str, **params: str) -> str:
-    body = "".join(f"<parameter={k}>{v}</parameter>\n" for k, v in params.items())
-    return f"<function={name}>\n{body}</function>"
-
-
-def _base_file(task: Task, path: str) -> str | None:
-    """`path` at the task's base commit, when its source is a local git repository."""
-    src = task.environment.source if task.environment else ""
-    if not src or not Path(src).is_dir():
-        return None
-    r = subprocess.run(["git", "-C", src, "show", f"{task.base_commit}:{path}"],
-                       capture_output=True, text=True)  # fmt: skip
-    return r.stdout if r.returncode == 0 else None
-
-
-def _span(lines: list[Line], text: str | None) -> list[Line]:
-    """The changed lines of a hunk with the least context that makes their old text unique in
-    `text` (the whole hunk when `text` is unknown): a short str_replace, as a model writes."""
-    changed = [i for i, (_, kind) in enumerate(lines) if kind != " "]
-    lo, hi = changed[0], changed[-1]
-    while text is not None:
-        # The agent's parser strips parameter values: the stripped text must be unique.
-        old = "".join(v for v, kind in lines[lo : hi + 1] if kind != "+").strip()
-        if old and text.count(old) == 1:
-            return lines[lo : hi + 1]
-        if lo == 0 and hi == len(lines) - 1:
-            break
-        lo, hi = max(lo - 1, 0), min(hi + 1, len(lines) - 1)
-    return lines
-
-
-def fix_edits(task: Task) -> list[tuple[str, list[Line]]]:
-    """The gold patch as (path, hunk lines) edits, each hunk cut to its unique changed span."""
-    if not task.gold_patch:
-        raise ValueError(f"{task.instance_id}: no gold patch to script a fix from")
-    edits = []
-    for f in PatchSet(task.gold_patch):
-        if f.is_added_file or f.is_removed_file:
-            raise ValueError(f"{task.instance_id}: the scripted fixes edit existing files only")
-        text = _base_file(task, f.path)
-        for hunk in f:
-            lines = [(ln.value, "+" if ln.is_added else "-" if ln.is_removed else " ")
-                     for ln in hunk]  # fmt: skip
-            edits.append((f.path, _span(lines, text)))
-    return edits
-
-
-def _str_replace(path: str, lines: list[Line], root: str) -> str:
-    old = "".join(v for v, kind in lines if kind != "+")
-    new = "".join(v for v, kind in lines if kind != "-")
-    return _call("file_editor", command="str_replace", path=f"{root}/{path}", old_str=old,
-                 new_str=new)  # fmt: skip
-
-
-def right_fix_actions(edits: list[tuple[str, list[Line]]], root: str = "/testbed") -> list[str]:
-    """The gold fix: one str_replace per edit, then `finish`."""
-    return [_str_replace(path, lines, root) for path, lines in edits] + [FINISH]
-
-
-def wrong_fix_actions(
-    edits: list[tuple[str, list[Line]]], k: int, root: str = "/testbed"
-) -> list[str]:
-    """A wrong fix: the first edit's old text kept, with `WRONG_LINES[k]` inserted (indented
-    like it) before the first line the gold patch changes; then `finish`."""
-    path, lines = edits[0]
-    noop = WRONG_LINES[k % len(WRONG_LINES)]
-    out: list[Line] = []
-    for value, kind in lines:
-        if kind == "+":
-            continue  # the wrong fix never writes the gold lines
-        if kind == "-" and not any(t == "+" for _, t in out):
-            indent = value[: len(value) - len(value.lstrip())]
-            out.append((f"{indent}{noop}\n", "+"))
-        out.append((value, " "))
-    if not any(t == "+" for _, t in out):  # a pure insertion: the no-op goes at its end
-        out.append((noop + "\n", "+"))
-    return [_str_replace(path, out, root), FINISH]
-
-
-def fix_scripts(task: Task, wrong_per_task: int) -> list[tuple[str, list[str]]]:
-    """(label, model texts) of the right fix and `wrong_per_task` wrong ones."""
-    edits = fix_edits(task)
-    scripts = [("right", right_fix_actions(edits))]
-    scripts += [(f"wrong-{k}", wrong_fix_actions(edits, k)) for k in range(wrong_per_task)]
-    return scripts
-
-
-def record_episodes(
-    tasks: list[Task],
-    limits: EpisodeLimits,
-    sandbox_limits: SandboxLimits | None = None,
-    wrong_per_task: int = 2,
-    backend: str = "docker",
-    log: Callable[[str], None] = print,
-) -> list[ScriptedEpisode]:
-    """Play every fix script of every task through the real tools and grade it."""
-    out = []
-    for task in tasks:
-        for label, script in fix_scripts(task, wrong_per_task):
-            traj = run_task(task, ScriptedPolicy(script), limits=limits, backend=backend,
-                            sandbox_limits=sandbox_limits)  # fmt: skip
-            out.append(ScriptedEpisode(task.instance_id, label, traj))
-            log(f"sft data: {task.instance_id} {label}: {traj.ending.value}, {traj.outcome}")
-    return out
+    wrong_per_task: int = Field(
+        2, ge=0, description="wrong scripted fixes per right one: the start policy picks the "
+        "right fix about 1 time in 1 + this (ours: 1:2 leaves GRPO++ room to improve)",
+    )  # fmt: skip
+    epochs: int = Field(
+        300, ge=1, description="passes over the scripted sequences. One toy task: 300 epochs = "
+        "900 steps, ~4 min, loss 0.0128 nats a token, the floor the 1:2 right:wrong choice sets "
+        "(ln 3 at one token of ~80); after 100 (0.02) one reply in three was malformed at T = 1 "
+        "and GRPO++ gained half as much",
+    )  # fmt: skip
+    lr: float = Field(
+        3e-3, gt=0, description="AdamW peak learning rate; a randomly initialised tiny model "
+        "needs a large step (ours, measured with bench/learning.py)",
+    )  # fmt: skip
+    final_lr: float = Field(
+        0.1, ge=0, le=1, description="linear decay to lr x this at the last step: the last "
+        "epochs sharpen the fit",
+    )  # fmt: skip
+    weight_decay: float = Field(
+        0.0, ge=0, description="AdamW weight decay; none: the stage means to fit its scripted "
+        "data, not to generalise beyond it",
+    )  # fmt: skip
+    grad_clip: float = Field(1.0, gt=0, description="max global grad norm (as GRPO++: verl 1.0)")
+    seed: int = Field(0, description="seeds the shuffling order and the torch RNG")
+    threads: int = Field(2, ge=1, description="torch CPU threads (a shared 2-core box)")
 
 
 def sft_sequence(traj: Trajectory, renderer: ChatRenderer) -> TokenSequence:
@@ -212,10 +100,12 @@ def train_sft(
     out: str | Path,
     cfg: SFTConfig = SFTConfig(),
     log: Callable[[str], None] = print,
+    resolved: dict[str, Any] | None = None,
 ) -> list[float]:
     """Fine-tune the model at `model_path` on `sequences` (loss on mask-1 tokens only, one
-    sequence a step, AdamW) and save it with its tokenizer to `out`; returns the mean loss
-    (nats per trained token) of each epoch."""
+    sequence a step, AdamW) and save it with its tokenizer to `out`, and `resolved` (the run's
+    resolved config) as out/config.yaml; returns the mean loss (nats per trained token) of each
+    epoch."""
     from deepswe.train.engines.hf import load_model, load_tokenizer
 
     out = Path(out)
@@ -249,6 +139,8 @@ def train_sft(
     tmp = out.with_name(out.name + ".tmp")
     model.save_pretrained(tmp)
     load_tokenizer(model_path).save_pretrained(tmp)
+    if resolved is not None:
+        (tmp / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
     tmp.rename(out)  # the folder appears complete or not at all
     return history
 
@@ -268,15 +160,17 @@ def train_tasks(path: str | Path) -> list[Task]:
 def run_sft(
     train_cfg: Any,
     out: str | Path,
-    cfg: SFTConfig = SFTConfig(),
+    cfg: SFTConfig | None = None,
     tasks: list[Task] | None = None,
     log: Callable[[str], None] = print,
 ) -> tuple[list[ScriptedEpisode], list[float]]:
     """The whole stage for a TrainConfig: record scripted episodes with the training episode's
-    limits (same prompts and step reminders as GRPO++ rollouts), then fine-tune model.path."""
+    limits (same prompts and step reminders as GRPO++ rollouts), then fine-tune model.path into
+    `out`, the resolved config beside it. `cfg` replaces the config's `sft` section."""
     from deepswe.train.engines.hf import load_tokenizer
     from deepswe.train.sources.spine import SpineSource
 
+    cfg = cfg if cfg is not None else train_cfg.sft
     source = SpineSource(train_cfg, tasks)
     tasks = source.tasks() if tasks is not None else train_tasks(train_cfg.data.path)
     episodes = record_episodes(
@@ -286,7 +180,8 @@ def run_sft(
     renderer = ChatRenderer(load_tokenizer(train_cfg.model.path))
     usable = [e for e in episodes if e.trajectory.ending.value == "submitted"]
     seqs = [sft_sequence(e.trajectory, renderer) for e in usable]
-    history = train_sft(train_cfg.model.path, seqs, out, cfg, log)
+    resolved = train_cfg.model_copy(update={"sft": cfg}).model_dump(mode="json")
+    history = train_sft(train_cfg.model.path, seqs, out, cfg, log, resolved)
     return episodes, history
 
 

@@ -253,6 +253,9 @@ class Trainer:
             self.scheduler.shutdown()
 
 
+# The SFT warm start made model.path before the run; its settings do not shape GRPO++ (and a
+# run folder written before the section existed has none).
+_IGNORED_ON_RESUME = ("sft",)
 # Where rollouts run, not what they compute (the two schedulers sample the same: tested), so a
 # run started on threads may resume on Ray and back.
 _RESUMABLE_CHANGES = {
@@ -276,6 +279,9 @@ def _check_resume_config(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
         return
     old = yaml.safe_load(saved.read_text())
     new = yaml.safe_load(yaml.safe_dump(resolved(cfg)))
+    for section in _IGNORED_ON_RESUME:
+        old.pop(section, None)
+        new.pop(section, None)
     for section, keys in _RESUMABLE_CHANGES.items():
         for key in keys:
             old.get(section, {}).pop(key, None)

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from deepswe.train.algos.filtering import DEFAULT_MASK_ENDINGS, check_mask_endings
 from deepswe.train.algos.kl import KL_ESTIMATORS
@@ -124,6 +132,10 @@ class GRPOConfig(BaseModel):
         if isinstance(v, str):
             raise ValueError("give a list of ending names, not one string")
         return check_mask_endings(v, "drop")
+
+    @field_serializer("mask_endings", "drop_endings", when_used="json")
+    def _sorted(self, v: frozenset[str]) -> list[str]:
+        return sorted(v)  # a set has no order: a stable one on disk (runs/ID/config.yaml)
 
     @model_validator(mode="after")
     def _consistent(self) -> GRPOConfig:
