@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from deepswe.train.cli import EXIT_CANNOT_RUN, EXIT_INVALID, app
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 
 torch.set_num_threads(1)
 
@@ -100,7 +100,7 @@ def test_train_runs_refuses_a_used_folder_and_resumes(tmp_path, monkeypatch):
 
     monkeypatch.setattr(config, "load_config", counted)
     monkeypatch.setattr(trainer, "load_config", counted)
-    model = build_tiny_policy(tmp_path / "model")
+    model = build_test_model(tmp_path / "model")
     out = tmp_path / "run"
     args = ["train", "--config", str(CONFIGS / "tiny.yaml"), "--out", str(out),
             f"model.path={model}", "data.source=text", "run.steps=1", "run.tensorboard=false",

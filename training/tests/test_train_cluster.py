@@ -18,7 +18,7 @@ from deepswe.train.cluster.ranks import RankedBackend
 from deepswe.train.cluster.ray_runtime import RayScheduler
 from deepswe.train.config import TrainConfig, load_config, validate
 from deepswe.train.engines.hf import HFEngine
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 from deepswe.train.trainer import Trainer, check_runnable
 
 try:
@@ -110,7 +110,7 @@ def test_engine_tensor_parallel_needs_gpus():
 # -- Ray on CPU --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    return build_tiny_policy(tmp_path_factory.mktemp("tiny"))
+    return build_test_model(tmp_path_factory.mktemp("tiny"))
 
 
 def with_scheduler(cfg: TrainConfig, scheduler: str) -> TrainConfig:

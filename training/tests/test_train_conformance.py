@@ -24,7 +24,7 @@ from deepswe.train.engines.hf import HFEngine
 from deepswe.train.engines.policy import EnginePolicy
 from deepswe.train.engines.vllm import VLLMEngine
 from deepswe.train.engines.vllm_server import find_python
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, TokenSequence, collate
 
 torch.set_num_threads(1)
@@ -71,7 +71,7 @@ PROMPT = [{"role": "user", "content": "Fix the bug in add()."}]
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     # head size 32: vLLM's CPU attention has no kernel for 16 (it supports 32, 64, 80, ...).
-    return build_tiny_policy(tmp_path_factory.mktemp("tiny"), heads=2, kv_heads=1)
+    return build_test_model(tmp_path_factory.mktemp("tiny"), heads=2, kv_heads=1)
 
 
 @pytest.fixture(

@@ -10,14 +10,14 @@ import torch
 from deepswe.train.backends.hf import HFBackend
 from deepswe.train.backends.megatron import MegatronBackend
 from deepswe.train.backends.megatron.selfcheck import OPTIM, random_batch
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    return build_tiny_policy(tmp_path_factory.mktemp("tiny"))
+    return build_test_model(tmp_path_factory.mktemp("tiny"))
 
 
 def test_frozen_parameters_stay_put_and_the_rest_trains(model_dir):

@@ -6,11 +6,11 @@ import pytest
 
 from deepswe.env.policies import Policy, policy_class
 from deepswe.train.engines.local import LocalModelPolicy, shared_engine
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 
 
 def test_a_checkpoint_is_a_policy_sharing_one_engine(tmp_path):
-    path = build_tiny_policy(tmp_path / "m")
+    path = build_test_model(tmp_path / "m")
     a = policy_class("deepswe.train.engines.local:LocalModelPolicy")(
         path=str(path), max_tokens="8", seed="3"
     )

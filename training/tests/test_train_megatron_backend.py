@@ -18,14 +18,14 @@ from deepswe.train.backends.megatron import MegatronBackend, selfcheck
 from deepswe.train.backends.megatron.groups import dp_share
 from deepswe.train.backends.megatron.model import ParallelConfig
 from deepswe.train.backends.megatron.selfcheck import OPTIM, random_batch
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    return build_tiny_policy(tmp_path_factory.mktemp("tiny"))
+    return build_test_model(tmp_path_factory.mktemp("tiny"))
 
 
 def vocab(model_dir: Path) -> int:

@@ -8,15 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from deepswe.train.models import (
-    CHAT_TEMPLATE,
-    FIRST_ADDED_ID,
-    QWEN3_ADDED_TOKENS,
-    SIZES,
-    TinyModel,
-    init_tiny_model,
-)
+from deepswe.train.models import SIZES, TinyModel, init_tiny_model
 from deepswe.train.rollout import ChatRenderer, build_sequence
+from deepswe.train.tokenizer import CHAT_TEMPLATE, FIRST_ADDED_ID, QWEN3_ADDED_TOKENS
 
 torch.set_num_threads(1)
 

@@ -8,7 +8,7 @@ import torch
 from deepswe.env.trajectory import Ending, Step, Trajectory
 from deepswe.train.engines.hf import HFEngine
 from deepswe.train.engines.policy import EnginePolicy
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 from deepswe.train.rollout import ChatRenderer, build_sequence, collate, trajectory_sequence
 
 torch.set_num_threads(1)
@@ -16,7 +16,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory) -> HFEngine:
-    return HFEngine(build_tiny_policy(tmp_path_factory.mktemp("tiny")))
+    return HFEngine(build_test_model(tmp_path_factory.mktemp("tiny")))
 
 
 def run_chat(engine: HFEngine, turns: int, seed: int = 3) -> tuple[list[dict], EnginePolicy]:

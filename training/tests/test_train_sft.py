@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from deepswe.train.cli import EXIT_INVALID, app
 from deepswe.train.config import ConfigError, load_config, validate
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 from deepswe.train.sft import SFTConfig, run_sft
 
 torch.set_num_threads(1)
@@ -59,7 +59,7 @@ def test_sft_writes_the_model_and_its_resolved_config(tmp_path):
     tasks = make_toy_tasks(tmp_path / "toy", n=1)
     cfg = validate(
         {
-            "model": {"path": str(build_tiny_policy(tmp_path / "model"))},
+            "model": {"path": str(build_test_model(tmp_path / "model"))},
             "data": {"path": "given"},
             "episode": {"max_steps": 4, "sandbox": {"memory": "1g", "pids": 256}},
             "sft": {"epochs": 1, "wrong_per_task": 1, "threads": 1},

@@ -13,7 +13,7 @@ import torch
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
 from deepswe.train.config import validate
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 from deepswe.train.trainer import Trainer
 
 pytestmark = pytest.mark.docker
@@ -60,7 +60,7 @@ def test_one_grpo_step_on_a_real_spine_task(tmp_path):
     cfg = validate(
         {
             "run": {"steps": 1, "tensorboard": False},
-            "model": {"path": str(build_tiny_policy(tmp_path / "tiny"))},
+            "model": {"path": str(build_test_model(tmp_path / "tiny"))},
             "data": {"source": "spine", "path": str(tasks)},
             "rollout": {"tasks_per_step": 1, "group_size": 2, "concurrency": 2,
                         "max_tokens_per_turn": 16},
@@ -114,7 +114,7 @@ def test_a_grading_infra_failure_never_reaches_the_loss(tmp_path):
     cfg = validate(
         {
             "run": {"steps": 1, "tensorboard": False},
-            "model": {"path": str(build_tiny_policy(tmp_path / "tiny"))},
+            "model": {"path": str(build_test_model(tmp_path / "tiny"))},
             "data": {"source": "spine", "path": str(tasks), "shuffle": False},
             "rollout": {"tasks_per_step": 2, "group_size": 2, "concurrency": 2,
                         "max_tokens_per_turn": 16},

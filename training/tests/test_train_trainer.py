@@ -11,7 +11,7 @@ import torch
 
 from deepswe.env.trajectory import Ending
 from deepswe.train.config import ConfigError, TrainConfig, validate
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 from deepswe.train.sft import SFTConfig
 from deepswe.train.trainer import Trainer, train_from_files
 
@@ -20,7 +20,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    return build_tiny_policy(tmp_path_factory.mktemp("tiny"))
+    return build_test_model(tmp_path_factory.mktemp("tiny"))
 
 
 def text_cfg(model_dir: Path, **run) -> TrainConfig:

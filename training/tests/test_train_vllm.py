@@ -19,7 +19,7 @@ from deepswe.train.backends.hf import HFBackend
 from deepswe.train.engines import InferenceEngine, engine_class
 from deepswe.train.engines.vllm import VLLMEngine
 from deepswe.train.engines.vllm_server import VLLMServerError, find_python
-from deepswe.train.fixtures import build_tiny_policy
+from deepswe.train.models import build_test_model
 from deepswe.train.rollout import TokenSequence, collate
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def _require_vllm() -> None:
 def model_dir(tmp_path_factory) -> Path:
     # head_dim 32 (64 / 2 heads): vLLM's CPU attention has no kernel for the default
     # fixture's head_dim 16 (supported: 32, 64, 80, ..., 512).
-    return build_tiny_policy(tmp_path_factory.mktemp("tiny32"), heads=2, kv_heads=1)
+    return build_test_model(tmp_path_factory.mktemp("tiny32"), heads=2, kv_heads=1)
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +212,7 @@ def test_a_model_vllm_cannot_run_fails_at_start_with_the_log(tmp_path):
     worker ("Unsupported CPU attention configuration"); the engine must fail in __init__,
     quote the server log and leave no process behind."""
     _require_vllm()
-    model = build_tiny_policy(tmp_path / "tiny16")  # the default fixture: head_dim 16
+    model = build_test_model(tmp_path / "tiny16")  # the default fixture: head_dim 16
     with pytest.raises(VLLMServerError, match="Unsupported CPU attention configuration"):
         VLLMEngine(model)
     assert _processes_mentioning(str(model)) == []
