@@ -56,8 +56,8 @@ def one_setting(tasks, runs: int, workers: int, start_s: float, root: Path) -> d
     recs = store.records()
     assert sum(counts.values()) == len(tasks) * runs, counts
     per_ep = statistics.fmean(r.finished_at - r.started_at for r in recs)
-    loop = statistics.fmean(r.trajectory["wall_seconds"] for r in recs)
-    grade = statistics.fmean(r.trajectory["grade_seconds"] for r in recs)
+    loop = statistics.fmean(r.trajectory.wall_seconds for r in recs)
+    grade = statistics.fmean(r.trajectory.grade_seconds for r in recs)
     start = 2 * start_s
     shares = {
         "container start": start,

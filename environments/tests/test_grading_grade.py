@@ -132,9 +132,9 @@ def test_grade_result_is_frozen_and_reward_is_derived() -> None:
     assert result.reward == 1.0 and result.resolved
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error type
         result.outcome = Outcome.UNRESOLVED  # type: ignore[misc]
-    with pytest.raises(Exception):  # noqa: B017 - extra="forbid": reward cannot be set
+    with pytest.raises(ValueError, match="the reward is derived, never set"):
         GradeResult(outcome=Outcome.UNRESOLVED, parser="p", reason="r", reward=1.0)  # type: ignore[call-arg]
-    assert GradeResult.model_validate_json(result.model_dump_json(exclude={"reward"})) == result
+    assert GradeResult.model_validate_json(result.model_dump_json()) == result  # reward included
 
 
 def test_unknown_parser_name_is_a_clear_error() -> None:

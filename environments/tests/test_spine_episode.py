@@ -34,7 +34,7 @@ def image(task) -> str:
 def test_gold_patch_resolves(task, image):
     traj = run_task(task, GoldPolicy(task.gold_patch), sandbox_limits=LIMITS)
     assert traj.ending is Ending.SUBMITTED
-    assert (traj.outcome, traj.reward) == (Outcome.RESOLVED.value, 1.0), traj.grade_detail
+    assert (traj.outcome, traj.reward) == (Outcome.RESOLVED.value, 1.0), traj.grade
     assert "return a + b" in traj.patch and "test_hidden" not in traj.patch
 
 
@@ -45,7 +45,7 @@ def test_empty_patch_is_unresolved(task, image):
         Outcome.UNRESOLVED.value,
         0.0,
     )
-    assert traj.grade_detail["f2p_failed"] == ["tests/test_hidden.py::test_add"]
+    assert traj.grade.f2p_failed == ["tests/test_hidden.py::test_add"]
 
 
 def test_corrupt_patch_fails_to_apply(task, image):

@@ -46,7 +46,7 @@ def test_gold_resolves_after_the_agent_runs_python(installed_calc_task):
         Ending.SUBMITTED,
         Outcome.RESOLVED.value,
         1.0,
-    ), traj.grade_detail
+    ), traj.grade
     assert [ln for ln in traj.patch.splitlines() if ln.startswith("diff --git")] == [
         "diff --git a/calc/ops.py b/calc/ops.py"
     ]
@@ -62,7 +62,7 @@ def test_an_agent_that_commits_its_fix_resolves(calc_task):
     ]
     traj = run_task(calc_task, ScriptedPolicy(script), sandbox_limits=LIMITS)
     assert "[STDOUT]\n\n2" in traj.steps[-3].observation  # two commits: base and the fix
-    assert (traj.outcome, traj.reward) == (Outcome.RESOLVED.value, 1.0), traj.grade_detail
+    assert (traj.outcome, traj.reward) == (Outcome.RESOLVED.value, 1.0), traj.grade
     assert "+    return a + b" in traj.patch
 
 
@@ -85,8 +85,8 @@ def test_rewriting_a_graded_test_file_earns_nothing(calc_task):
     ]
     traj = run_task(task, ScriptedPolicy(script), sandbox_limits=LIMITS)
     assert "tests/test_visible.py" in traj.patch  # the agent did submit its rewritten test
-    assert (traj.outcome, traj.reward) == (Outcome.UNRESOLVED.value, 0.0), traj.grade_detail
-    assert traj.grade_detail["f2p_failed"] == ["tests/test_visible.py::test_clamp"]
+    assert (traj.outcome, traj.reward) == (Outcome.UNRESOLVED.value, 0.0), traj.grade
+    assert traj.grade.f2p_failed == ["tests/test_visible.py::test_clamp"]
     # Control: without the restore the same patch would have been graded resolved.
     unguarded = task.model_copy(
         update={"hidden": task.hidden.model_copy(update={"graded_files": []})}

@@ -50,8 +50,8 @@ def test_a_task_that_cannot_be_graded_makes_the_run_exit_3(toy):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["counts"] == {"resolved": 1, "infra_error": 1}
     (record,) = [r for r in RunStore(out).records() if r.status is EpisodeStatus.INFRA_ERROR]
-    assert record.attempts == 2 and record.trajectory["reward"] is None
-    assert record.trajectory["ending"] == "infra_error"
+    assert record.attempts == 2 and record.trajectory.reward is None
+    assert record.trajectory.ending == "infra_error"
     # A stated tolerance lets the same run finish with exit 0 (and retries the episode again).
     res = subprocess.run([*cmd, "--max-infra-errors", "1"], capture_output=True, text=True)
     assert res.returncode == 0 and "retrying 1 infra_error episodes" in res.stderr, res.stderr

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from deepswe.env.trajectory import Ending, Step, Trajectory
 from deepswe.eval.metrics import best_at_k, compute_metrics, pass_at_k
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus
 
@@ -68,13 +69,18 @@ def test_best_at_k_equals_enumeration_with_ties(scored, data):
 def _rec(iid: str, run: int, outcome: str | None, status=EpisodeStatus.GRADED, repo="a/x", steps=3):
     traj = None
     if status is not EpisodeStatus.UNSUPPORTED_ENV:
-        traj = {
-            "ending": "infra_error" if status is EpisodeStatus.INFRA_ERROR else "submitted",
-            "steps": [{}] * steps,
-            "prompt_tokens": 100 * steps,
-            "completion_tokens": 10 * steps,
-            "grade_seconds": 1.0,
-        }
+        ending = Ending.INFRA_ERROR if status is EpisodeStatus.INFRA_ERROR else Ending.SUBMITTED
+        traj = Trajectory(
+            instance_id=iid,
+            policy="p",
+            messages=[],
+            ending=ending,
+            steps=[
+                Step(index=i, assistant="", prompt_tokens=100, completion_tokens=10)
+                for i in range(steps)
+            ],
+            grade_seconds=1.0,
+        )
     return EpisodeRecord(
         instance_id=iid,
         run=run,

@@ -141,4 +141,4 @@ def test_dead_endpoint_is_infra_error_after_retries(toy, tmp_path):
     assert counts == {"infra_error": 1}
     (rec,) = store.records()
     assert (rec.status, rec.attempts) == (EpisodeStatus.INFRA_ERROR, 2)
-    assert rec.trajectory["ending"] == "infra_error"
+    assert rec.trajectory.ending == "infra_error"

@@ -24,12 +24,15 @@ from deepswe.eval.toy import make_toy_tasks, write_tasks
 WRITER = """
 import sys
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
+from deepswe.env.trajectory import Trajectory
 store = RunStore(sys.argv[1])
 big = "x" * 2_000_000  # large records make a kill mid-write likely
 k = 0
 while True:
     store.save(EpisodeRecord(instance_id=f"t{k % 5}", run=k // 5, repo="a/b",
-               status=EpisodeStatus.GRADED, outcome="resolved", trajectory={"patch": big}))
+               status=EpisodeStatus.GRADED, outcome="resolved",
+               trajectory=Trajectory(instance_id="t", policy="p", messages=[],
+                                     ending="submitted", patch=big)))
     k += 1
 """
 
@@ -46,7 +49,7 @@ def test_records_survive_sigkill_whole_or_not_at_all(tmp_path):
     files = list(store.episodes_dir.glob("*/run-*.json"))
     assert files, "the writer never finished a record"
     for rec in store.records():  # raises on a torn file
-        assert rec.trajectory["patch"] == "x" * 2_000_000
+        assert rec.trajectory.patch == "x" * 2_000_000
     stray = len(list(store.episodes_dir.glob("*/.*.tmp")))
     assert store.clean() == stray and not list(store.episodes_dir.glob("*/.*.tmp"))
 

@@ -13,6 +13,8 @@ from swebench.harness.utils import get_predictions_from_file
 from deepswe.data.loaders.swebench import swebench_row_to_task
 from deepswe.env.grading import grade
 from deepswe.env.grading.markers import END_TEST_OUTPUT, START_TEST_OUTPUT
+from deepswe.env.grading.outcomes import GradeResult, Outcome
+from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
 from deepswe.eval.swebench_io import instance_report, read_predictions, write_swebench_files
 
@@ -52,7 +54,7 @@ LOGS = {
 @pytest.mark.parametrize("case", sorted(LOGS))
 def test_report_json_matches_swebench_get_eval_report(task, tmp_path, case):
     log = f"{START_TEST_OUTPUT}\n{LOGS[case]}{END_TEST_OUTPUT}\n"
-    ours = instance_report(task, "diff", grade(task, log).model_dump(mode="json"))
+    ours = instance_report(task, "diff", grade(task, log))
     (tmp_path / "test_output.txt").write_text(log)
     spec = SimpleNamespace(
         instance_id=task.instance_id,
@@ -69,7 +71,7 @@ def test_report_json_matches_swebench_get_eval_report(task, tmp_path, case):
 
 
 def test_unapplied_and_missing_patches_follow_swebench(task):
-    failed = {"outcome": "patch_apply_failed"}
+    failed = GradeResult(outcome=Outcome.PATCH_APPLY_FAILED, parser="pytest", reason="")
     assert instance_report(task, "bad", failed)[task.instance_id] == {
         "patch_is_None": False,
         "patch_exists": True,
@@ -82,7 +84,15 @@ def test_unapplied_and_missing_patches_follow_swebench(task):
 def test_predictions_file_is_read_by_swebench(task, tmp_path):
     store = RunStore(tmp_path / "run")
     for k, patch in enumerate(["diff --git a/x b/x\n", ""]):
-        traj = {"patch": patch, "grade_detail": {"outcome": "unresolved", "statuses": {}}}
+        traj = Trajectory(
+            instance_id=task.instance_id,
+            policy="p",
+            messages=[],
+            ending=Ending.SUBMITTED,
+            patch=patch,
+            outcome=Outcome.UNRESOLVED,
+            grade=GradeResult(outcome=Outcome.UNRESOLVED, parser="pytest", reason=""),
+        )
         store.save(
             EpisodeRecord(
                 instance_id=task.instance_id,

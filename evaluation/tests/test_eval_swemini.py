@@ -100,9 +100,9 @@ def test_rewriting_the_graded_tests_of_a_swe_mini_task_earns_nothing(subset):
         limits = SandboxLimits(memory="1g", pids=256)
         traj = run_task(task, ScriptedPolicy([*script, FINISH]), sandbox_limits=limits)
         assert all(f"b/{p}" in traj.patch for p in task.hidden.graded_files), traj.patch
-        assert (traj.outcome, traj.reward) == ("unresolved", 0.0), traj.grade_detail
+        assert (traj.outcome, traj.reward) == ("unresolved", 0.0), traj.grade
         unguarded = task.model_copy(
             update={"hidden": task.hidden.model_copy(update={"graded_files": []})}
         )
         control = run_task(unguarded, ScriptedPolicy([*script, FINISH]), sandbox_limits=limits)
-        assert (control.outcome, control.reward) == ("resolved", 1.0), control.grade_detail
+        assert (control.outcome, control.reward) == ("resolved", 1.0), control.grade

@@ -77,7 +77,7 @@ def run_task(
             messages=[],
             ending=Ending.INFRA_ERROR,
             ending_detail=f"sandbox: {exc}",
-            outcome=Outcome.INFRA_ERROR.value,
+            outcome=Outcome.INFRA_ERROR,
             wall_seconds=time.monotonic() - started,
         )
     try:
@@ -87,15 +87,14 @@ def run_task(
     if not grade:
         return traj
     if traj.ending is Ending.INFRA_ERROR:
-        traj.outcome = Outcome.INFRA_ERROR.value
+        traj.outcome = Outcome.INFRA_ERROR
         return traj
     t0 = time.monotonic()
     result, _log = grade_patch(
         task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits
     )
     traj.grade_seconds = time.monotonic() - t0
-    traj.grade_detail = result.model_dump(mode="json")
-    traj.outcome = result.outcome.value
+    traj.grade, traj.outcome = result, result.outcome
     if result.outcome is Outcome.INFRA_ERROR:
         # The agent's episode was fine; its grading was not. The whole row is infra_error: no
         # reward, and the ending says so, since trainers and reports filter on the ending.

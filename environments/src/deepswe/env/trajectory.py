@@ -10,6 +10,8 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deepswe.env.grading.outcomes import GradeResult, Outcome
+
 
 class Ending(str, Enum):
     """Why an episode ended. Only SUBMITTED means the agent chose to stop."""
@@ -62,9 +64,9 @@ class Trajectory(BaseModel):
     ending: Ending
     ending_detail: str = ""
     patch: str = ""
-    outcome: str | None = Field(None, description="the grader's Outcome value, once graded")
-    reward: float | None = None
-    grade_detail: dict = Field(default_factory=dict)
+    outcome: Outcome | None = Field(None, description="the grader's outcome, once graded")
+    reward: float | None = Field(None, description="1.0 iff resolved; None when not graded")
+    grade: GradeResult | None = Field(None, description="the grader's verdict in full")
     wall_seconds: float = 0.0
     grade_seconds: float = 0.0
 
@@ -80,7 +82,7 @@ class Trajectory(BaseModel):
         """The one-line JSON the CLI prints."""
         return {
             "instance_id": self.instance_id,
-            "outcome": self.outcome,
+            "outcome": self.outcome.value if self.outcome else None,
             "reward": self.reward,
             "ended": self.ending.value,
             "steps": len(self.steps),

@@ -32,7 +32,7 @@ def grade_all(
         )
         (out / iid).mkdir(parents=True, exist_ok=True)
         (out / iid / "test_output.txt").write_text(log, encoding="utf-8")
-        report = instance_report(by_id[iid], patch, result.model_dump(mode="json"))
+        report = instance_report(by_id[iid], patch, result)
         atomic_write_json(out / iid / "report.json", report)
         return result.outcome.value
 

@@ -82,7 +82,7 @@ def compute_metrics(records: list[EpisodeRecord], instance_ids: list[str], runs:
     expected = n_tasks * runs
     stored = sum(len(v) for v in by_task.values())
     counts = Counter(
-        (r.outcome if r.status is EpisodeStatus.GRADED else r.status.value)
+        (r.outcome.value if r.status is EpisodeStatus.GRADED and r.outcome else r.status.value)
         for v in by_task.values()
         for r in v
     )
@@ -142,7 +142,7 @@ def compute_metrics(records: list[EpisodeRecord], instance_ids: list[str], runs:
         for r in v:
             repos[r.repo].append(r)
     trajs = [r.trajectory for v in by_task.values() for r in v if r.trajectory]
-    endings = Counter(t["ending"] for t in trajs)
+    endings = Counter(t.ending.value for t in trajs)
     wall = [r.finished_at - r.started_at for v in by_task.values() for r in v if r.trajectory]
     started = [r.started_at for v in by_task.values() for r in v]
     finished = [r.finished_at for v in by_task.values() for r in v]
@@ -184,14 +184,14 @@ def compute_metrics(records: list[EpisodeRecord], instance_ids: list[str], runs:
         "per_repo_how": "resolved episodes / stored episodes of the repository, all runs pooled",
         "endings": dict(sorted(endings.items())),
         "endings_how": "why the agent loop stopped, over episodes that ran (not unsupported_env)",
-        "steps": _dist([len(t["steps"]) for t in trajs]),
-        "prompt_tokens": _dist([t.get("prompt_tokens", 0) for t in trajs]),
-        "completion_tokens": _dist([t.get("completion_tokens", 0) for t in trajs]),
+        "steps": _dist([len(t.steps) for t in trajs]),
+        "prompt_tokens": _dist([t.prompt_tokens for t in trajs]),
+        "completion_tokens": _dist([t.completion_tokens for t in trajs]),
         "tokens_how": "per episode, summed over its model calls as the server reported them "
         "(0 for scripted policies)",
         "episode_seconds": _dist(wall),
         "episode_seconds_how": "wall-clock seconds per stored episode, retries and grading included",
-        "grade_seconds": _dist([t.get("grade_seconds", 0.0) for t in trajs]),
+        "grade_seconds": _dist([t.grade_seconds for t in trajs]),
         "run_wall_seconds": (max(finished) - min(started)) if started else 0.0,
         "run_wall_how": "last episode end - first episode start (resumes included, gaps too)",
     }

@@ -62,7 +62,7 @@ def build_report(run_dir: Path | str) -> dict:
     records = store.records()
     metrics = compute_metrics(records, card.instance_ids, card.runs)
     atomic_write_json(store.root / "metrics.json", metrics)
-    metrics["_steps_values"] = [len(r.trajectory["steps"]) for r in records if r.trajectory]
+    metrics["_steps_values"] = [len(r.trajectory.steps) for r in records if r.trajectory]
     plots = _plots(metrics, store.root)
     (store.root / "report.md").write_text(render_markdown(metrics, card, plots), encoding="utf-8")
     metrics.pop("_steps_values")

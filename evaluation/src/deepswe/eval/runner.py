@@ -35,21 +35,11 @@ from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
 
 
-def _is_infra(traj: Trajectory) -> bool:
-    return traj.ending is Ending.INFRA_ERROR or traj.outcome == Outcome.INFRA_ERROR.value
-
-
-def _trajectory_json(traj: Trajectory) -> dict:
-    doc = traj.model_dump(mode="json")
-    doc["prompt_tokens"], doc["completion_tokens"] = traj.prompt_tokens, traj.completion_tokens
-    return doc
-
-
 def run_one(task: Task, run: int, cfg: EvalConfig) -> EpisodeRecord:
     """One (task, run) with bounded infra retries; never raises for an episode's failure."""
     started = time.time()
     reason = ""
-    traj_doc: dict | None = None
+    last: Trajectory | None = None
     for attempt in range(1, cfg.infra_retries + 2):
         try:
             traj = run_task(
@@ -64,8 +54,8 @@ def run_one(task: Task, run: int, cfg: EvalConfig) -> EpisodeRecord:
             continue
         # Anything else (bad input such as a missing gold patch, or a bug in a policy) is not
         # retried and not recorded: it stops the run with its traceback (run_all).
-        traj_doc = _trajectory_json(traj)
-        if not _is_infra(traj):
+        last = traj
+        if traj.ending is not Ending.INFRA_ERROR:  # (a grading infra error sets it too)
             return EpisodeRecord(
                 instance_id=task.instance_id,
                 run=run,
@@ -75,20 +65,20 @@ def run_one(task: Task, run: int, cfg: EvalConfig) -> EpisodeRecord:
                 attempts=attempt,
                 started_at=started,
                 finished_at=time.time(),
-                trajectory=traj_doc,
+                trajectory=traj,
             )
-        reason = traj.ending_detail or str(traj.grade_detail.get("reason", "infra error"))
+        reason = traj.ending_detail or "infra error"
     return EpisodeRecord(
         instance_id=task.instance_id,
         run=run,
         repo=task.repo,
         status=EpisodeStatus.INFRA_ERROR,
-        outcome=Outcome.INFRA_ERROR.value,
+        outcome=Outcome.INFRA_ERROR,
         attempts=cfg.infra_retries + 1,
         reason=reason[-2000:],
         started_at=started,
         finished_at=time.time(),
-        trajectory=traj_doc,
+        trajectory=last,
     )
 
 
@@ -154,7 +144,7 @@ def run_all(
                 futures[pool.submit(_run_and_save, task, k, cfg, store)] = (task, k)
             for fut in as_completed(futures):
                 record = fut.result()  # re-raises what stopped an episode that is not infra
-                counts[record.outcome or record.status.value] += 1
+                counts[record.outcome.value if record.outcome else record.status.value] += 1
                 resolved += record.resolved
                 progress.update(bar, advance=1, resolved=resolved)
                 if on_record:

@@ -22,6 +22,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deepswe.env.grading.outcomes import Outcome
+from deepswe.env.trajectory import Trajectory
+
 
 class EpisodeStatus(str, Enum):
     """How a stored episode counts. Everything not GRADED is kept out of the unresolved count."""
@@ -40,17 +43,17 @@ class EpisodeRecord(BaseModel):
     run: int = Field(ge=0, description="run index k, 0-based")
     repo: str
     status: EpisodeStatus
-    outcome: str | None = Field(None, description="grader Outcome value when GRADED")
+    outcome: Outcome | None = Field(None, description="the grader's outcome when GRADED")
     attempts: int = Field(1, ge=0, description="tries, infra-error retries included")
     reason: str = Field("", description="why INFRA_ERROR / UNSUPPORTED_ENV")
     started_at: float = Field(0.0, description="unix seconds")
     finished_at: float = Field(0.0, description="unix seconds")
-    trajectory: dict | None = Field(None, description="Trajectory JSON (grade included)")
+    trajectory: Trajectory | None = Field(None, description="the whole episode, grade included")
     verifier_score: float | None = Field(None, description="for Best@k, when a verifier ran")
 
     @property
     def resolved(self) -> bool:
-        return self.status is EpisodeStatus.GRADED and self.outcome == "resolved"
+        return self.status is EpisodeStatus.GRADED and self.outcome is Outcome.RESOLVED
 
 
 def _atomic_write(path: Path, text: str) -> None:

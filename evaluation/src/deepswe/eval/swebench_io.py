@@ -14,11 +14,12 @@ import json
 from pathlib import Path
 
 from deepswe.data.task import Task
+from deepswe.env.grading.outcomes import GradeResult, Outcome
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore, atomic_write_json
 
 
 def prediction(record: EpisodeRecord, model_name: str) -> dict:
-    patch = (record.trajectory or {}).get("patch", "")
+    patch = record.trajectory.patch if record.trajectory else ""
     return {
         "instance_id": record.instance_id,
         "model_name_or_path": model_name,
@@ -44,24 +45,23 @@ def tests_status(task: Task, statuses: dict[str, str]) -> dict:
     return grading.get_eval_tests_report(statuses, gold, eval_type=eval_type)
 
 
-def instance_report(task: Task, patch: str | None, grade: dict | None) -> dict:
+def instance_report(task: Task, patch: str | None, grade: GradeResult | None) -> dict:
     """swebench's report.json entry for one instance (the rules of
-    swebench.harness.grading.get_eval_report), from our GradeResult JSON, or None when nothing
-    was graded. As there: `patch_exists` means "not None" (an empty string exists), and a log
-    that timed out or did not apply has no `tests_status`."""
-    grade = grade or {}
-    outcome = grade.get("outcome")
+    swebench.harness.grading.get_eval_report), from our grade, or None when nothing was
+    graded. As there: `patch_exists` means "not None" (an empty string exists), and a log that
+    timed out or did not apply has no `tests_status`."""
+    outcome = grade.outcome if grade else None
     entry: dict = {
         "patch_is_None": patch is None,
         "patch_exists": patch is not None,
         "patch_successfully_applied": False,
         "resolved": False,
     }
-    if patch is None or outcome not in ("resolved", "unresolved"):
+    if patch is None or grade is None or outcome not in (Outcome.RESOLVED, Outcome.UNRESOLVED):
         return {task.instance_id: entry}
     entry["patch_successfully_applied"] = True
-    entry["resolved"] = outcome == "resolved"
-    entry["tests_status"] = tests_status(task, dict(grade.get("statuses", {})))
+    entry["resolved"] = outcome is Outcome.RESOLVED
+    entry["tests_status"] = tests_status(task, {k: v.value for k, v in grade.statuses.items()})
     return {task.instance_id: entry}
 
 
@@ -84,9 +84,7 @@ def write_swebench_files(
             traj = r.trajectory
             graded = r.status is EpisodeStatus.GRADED
             report = instance_report(
-                by_id[r.instance_id],
-                traj.get("patch", ""),
-                traj.get("grade_detail") if graded else None,
+                by_id[r.instance_id], traj.patch, traj.grade if graded else None
             )
             path = store.root / "reports" / f"run-{k}" / r.instance_id / "report.json"
             atomic_write_json(path, report)

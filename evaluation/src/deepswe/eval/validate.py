@@ -51,8 +51,9 @@ def _verdict(task: Task, records: dict[str, list[EpisodeRecord]]) -> tuple[str, 
             if r.status is EpisodeStatus.INFRA_ERROR:
                 return "undecided", f"{policy} run {r.run}: infra_error: {r.reason[:300]}"
             if r.outcome != want:
-                grade = (r.trajectory or {}).get("grade_detail", {}).get("reason", "")
-                return "failed", f"{policy} run {r.run}: {r.outcome}, want {want} ({grade})"
+                why = r.trajectory.grade.reason if r.trajectory and r.trajectory.grade else ""
+                got = r.outcome.value if r.outcome else None
+                return "failed", f"{policy} run {r.run}: {got}, want {want} ({why})"
     return "passed", ""
 
 

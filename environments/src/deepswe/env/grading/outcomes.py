@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 
 class Outcome(str, Enum):
@@ -69,6 +70,22 @@ class GradeResult(BaseModel):
         default_factory=list,
         description="R2E-Gym rule: tests in the log that the expected statuses do not list",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reward_is_derived(cls, data: Any) -> Any:
+        # Serialised grades carry `reward` (a computed field): reading one back checks it and
+        # drops it. It can never be set to anything but what the outcome gives.
+        if isinstance(data, dict) and "reward" in data:
+            data = dict(data)
+            reward = data.pop("reward")
+            derived = 1.0 if data.get("outcome") in (Outcome.RESOLVED, "resolved") else 0.0
+            if reward != derived:
+                raise ValueError(
+                    f"reward {reward!r} given, but outcome {data.get('outcome')!r} "
+                    f"gives {derived}: the reward is derived, never set"
+                )
+        return data
 
     @computed_field  # type: ignore[prop-decorator]
     @property
