@@ -141,7 +141,7 @@ def episodes(run_dir: Path, step: int) -> list[dict]:
     out = []
     for line in (run_dir / f"trajectories/step-{step:06d}.jsonl").open():
         t = json.loads(line)
-        for key in ("wall_seconds", "grade_seconds", "grade_detail"):
+        for key in ("wall_seconds", "grade_seconds"):
             t.pop(key)
         for s in t["steps"]:
             s.pop("model_seconds"), s.pop("tool_seconds")

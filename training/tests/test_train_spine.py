@@ -80,7 +80,7 @@ def test_one_grpo_step_on_a_real_spine_task(tmp_path):
     for t in trajs:
         assert t["ending"] != "infra_error", t["ending_detail"]
         # A random tiny model does not fix the bug: graded by the hidden test, not assumed.
-        assert (t["outcome"], t["reward"]) == ("unresolved", 0.0), t["grade_detail"]
+        assert (t["outcome"], t["reward"]) == ("unresolved", 0.0), t["grade"]
         assert t["messages"][0]["role"] == "system" and len(t["steps"]) >= 1
         assert all(s["token_ids"] and len(s["token_ids"]) == len(s["logprobs"]) for s in t["steps"])
     assert record["filter/trained"] == 2 and record["tokens/response"] > 0

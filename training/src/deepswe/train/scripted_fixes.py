@@ -145,5 +145,6 @@ def record_episodes(
             traj = run_task(task, ScriptedPolicy(script), limits=limits, backend=backend,
                             sandbox_limits=sandbox_limits)  # fmt: skip
             out.append(ScriptedEpisode(task.instance_id, label, traj))
-            log(f"sft data: {task.instance_id} {label}: {traj.ending.value}, {traj.outcome}")
+            outcome = traj.outcome.value if traj.outcome is not None else "not graded"
+            log(f"sft data: {task.instance_id} {label}: {traj.ending.value}, {outcome}")
     return out
