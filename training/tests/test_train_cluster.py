@@ -26,8 +26,14 @@ try:
 except ImportError:  # the plan needs no Ray; the scheduler tests do
     ray = None
 needs_ray = pytest.mark.skipif(ray is None, reason="pip install 'deepswe-train[cluster]'")
-torch.set_num_threads(1)  # as the Ray actors run (one CPU each): the same float sums
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """As the Ray actors run (one CPU each): the same float sums. Set for each test, since a
+    module collected later (test_train_spine.py: 2 threads) sets its own at import."""
+    torch.set_num_threads(1)
 
 
 # -- the plan ---------------------------------------------------------------------------------
