@@ -21,8 +21,10 @@ TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
 
 
 def test_the_sft_section_is_validated_like_every_other():
-    cfg = load_config(TINY)
+    """Absent, it is the defaults the verb's flags had (300 epochs, 1 right : 2 wrong)."""
+    cfg = validate({"model": {"path": "m"}, "data": {"source": "text"}}, "test")
     assert cfg.sft == SFTConfig() and (cfg.sft.epochs, cfg.sft.wrong_per_task) == (300, 2)
+    assert (cfg.sft.lr, cfg.sft.seed) == (3e-3, 0)
     with pytest.raises(ConfigError, match="sft.epoch: unknown key"):
         load_config(TINY, ["sft.epoch=3"])
     with pytest.raises(ConfigError, match="sft.epochs"):
@@ -42,7 +44,8 @@ def test_the_verbs_flags_override_the_profiles_sft_section(tmp_path, monkeypatch
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     (cfg,) = seen
-    assert cfg.sft == SFTConfig(epochs=7, lr=1e-5, wrong_per_task=1)
+    want = {"epochs": 7, "lr": 1e-5, "wrong_per_task": 1}  # the flag wins over sft.epochs=3
+    assert cfg.sft == load_config(TINY).sft.model_copy(update=want)
     bad = CliRunner().invoke(app, ["sft", "--config", str(TINY), "--out", str(tmp_path / "m"),
                                    "sft.epoks=3"])  # fmt: skip
     assert bad.exit_code == EXIT_INVALID and "sft.epoks: unknown key" in bad.output
