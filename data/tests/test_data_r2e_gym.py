@@ -15,9 +15,9 @@ from unidiff import PatchSet
 from deepswe.data.datasets import load_tasks
 from deepswe.data.errors import DataError
 from deepswe.data.loaders import load_r2e_gym
-from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.loaders.r2e_commit import is_test_file, parse_commit, split_commit
 from deepswe.data.loaders.r2e_gym import r2e_row_to_task
+from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.task import TaskSource
 
 FIXTURES = Path(

@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from deepswe.data.errors import DataError, Issue, RowError, field_path
 from deepswe.data.loaders.common import load_rows
 from deepswe.data.loaders.hub import local_or_hub_rows
-from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.loaders.r2e_commit import ParsedCommit, parse_commit, split_commit
+from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
 
 R2E_GYM_SUBSET = "R2E-Gym/R2E-Gym-Subset"
