@@ -1,6 +1,6 @@
 """Evaluation-harness throughput against the worker count, and where an episode's time goes.
 
-Runs the gold policy over the toy dataset (deepswe.eval.toy: real bugs in a real git repo, one
+Runs the gold policy over the toy dataset (deepswe.data.toy: real bugs in a real git repo, one
 shared task image) with `deepswe.eval.runner.run_all` at workers = 1, 2, 4, and prints
 episodes per minute with ratios against the named baseline, workers=1 (above 1 = faster).
 
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from deepswe.data.toy import make_toy_tasks
 from deepswe.env.images.task import ensure_task_image
 from deepswe.env.policies import PolicySpec
 from deepswe.env.sandbox import SandboxLimits
@@ -31,7 +32,6 @@ from deepswe.env.sandbox.docker import DockerSandbox
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import RunStore
-from deepswe.eval.toy import make_toy_tasks
 
 LIMITS = SandboxLimits(memory="1g", pids=256)
 

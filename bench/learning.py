@@ -5,7 +5,7 @@
     -> N GRPO++ steps (the real trainer: Docker episodes, LOO advantages, AdamW)
     -> the same seeded measurement on the trained policy -> gain over the baseline
 
-Tasks: by default one toy task (deepswe.eval.toy: a real one-line bug in a real git repository);
+Tasks: by default one toy task (deepswe.data.toy: a real one-line bug in a real git repository);
 --toy-tasks N for more, --swe-mini N for the first N tasks of the swe-mini TRAIN split.
 Prints each step's reward and wall time, and the gain over the named baseline (the SFT policy).
 Run: .venv/bin/python bench/learning.py [--steps 16] [--eval-samples 32] [--out runs/bench-learning]
@@ -69,7 +69,7 @@ def task_file(out: Path, tasks_arg: str | None, n_toy: int, n_swe_mini: int = 0)
         tasks = train_tasks(src)  # the train split, sources resolved on this machine
         tasks = tasks[:n_swe_mini] if n_swe_mini > 0 else tasks
     else:
-        from deepswe.eval.toy import make_toy_tasks
+        from deepswe.data.toy import make_toy_tasks
 
         tasks = make_toy_tasks(out / "toy", n=n_toy)
     path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
@@ -139,7 +139,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=3e-4, help="GRPO++ AdamW learning rate")
     ap.add_argument("--sft", type=Path, default=None, help="reuse this SFT checkpoint")
-    ap.add_argument("--sft-epochs", type=int, default=SFTConfig.epochs)
+    ap.add_argument("--sft-epochs", type=int, default=SFTConfig().epochs)
     ap.add_argument("--tasks", default=None, help="task JSONL (its train split if it has one)")
     ap.add_argument("--swe-mini", type=int, default=0, help="first N swe-mini train tasks")
     ap.add_argument("--toy-tasks", type=int, default=1, help="toy tasks (default data)")

@@ -30,9 +30,9 @@ from types import SimpleNamespace
 
 import torch
 
+from deepswe.data.toy import make_toy_tasks
 from deepswe.env.agent import prompts
 from deepswe.env.policies.scripted import FINISH, patch_to_actions
-from deepswe.eval.toy import make_toy_tasks
 from deepswe.train.backends.hf import HFBackend
 from deepswe.train.config import load_config
 from deepswe.train.engines.hf import load_tokenizer

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from deepswe.data.toy import make_toy_tasks, write_tasks
 from deepswe.env.images.task import ensure_task_image
-from deepswe.eval.toy import make_toy_tasks, write_tasks
 
 CLI = str(Path(sys.executable).with_name("deepswe-eval"))
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from deepswe.data.toy import make_toy_tasks, write_tasks
 from deepswe.env.images.task import ensure_task_image
 from deepswe.env.policies import PolicySpec
 from deepswe.env.policies.scripted import FINISH, patch_to_actions
@@ -24,7 +25,6 @@ from deepswe.env.sandbox import SandboxLimits
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
-from deepswe.eval.toy import make_toy_tasks, write_tasks
 
 pytestmark = pytest.mark.docker
 CLI = str(Path(sys.executable).with_name("deepswe-eval"))

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from deepswe.data.toy import make_toy_tasks, write_tasks
 from deepswe.env.agent.loop import EpisodeLimits
 from deepswe.env.policies import PolicySpec
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.eval.card import ProtocolMismatch, check_resume, make_card
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
-from deepswe.eval.toy import make_toy_tasks, write_tasks
 
 WRITER = """
 import sys

@@ -244,7 +244,7 @@ def test_a_ray_run_resumes_a_local_one_and_samples_exactly_as_it(model_dir, tmp_
 def test_a_spine_step_on_ray_equals_the_local_step(model_dir, ray_with_gpus, tmp_path):
     """A real episode in Docker from each rollout worker: the same actions, tokens and rewards
     as the trainer's own thread pool (here the scheduler joins an already running Ray)."""
-    from deepswe.eval.toy import make_toy_tasks, write_tasks
+    from deepswe.data.toy import make_toy_tasks, write_tasks
 
     tasks = write_tasks(make_toy_tasks(tmp_path / "toy", n=1), tmp_path / "tasks.jsonl")
     cfg = validate(

@@ -33,7 +33,7 @@ def test_scripted_fixes_are_short_unique_edits(tmp_path):
     stripped old text unique in the file (the agent's parser strips parameter values: a bare
     `return a` would match `return a - b` too); a wrong fix keeps the bug and adds a no-op
     line indented like it."""
-    from deepswe.eval.toy import make_toy_tasks
+    from deepswe.data.toy import make_toy_tasks
 
     tasks = {t.instance_id.rsplit("-", 1)[1]: t for t in make_toy_tasks(tmp_path)}
     (right, finish), (wrong0, _), (wrong1, _) = (s for _, s in fix_scripts(tasks["add"], 2))

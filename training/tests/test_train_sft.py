@@ -57,7 +57,7 @@ def test_sft_writes_the_model_and_its_resolved_config(tmp_path):
     holds a model transformers loads and the config it was made with (sft section included)."""
     from transformers import AutoModelForCausalLM
 
-    from deepswe.eval.toy import make_toy_tasks
+    from deepswe.data.toy import make_toy_tasks
 
     tasks = make_toy_tasks(tmp_path / "toy", n=1)
     cfg = validate(
