@@ -71,7 +71,6 @@ TINY_MODEL := runs/models/tiny-qwen3
 TINY_SFT := runs/models/tiny-qwen3-sft
 EVAL_OUT ?= runs/eval-$(PROFILE)
 BASE_URL ?=
-MODEL ?= agentica-org/DeepSWE-Preview
 REPO_MIRROR ?=
 # Where `make data PROFILE=deepswe-32b` writes the training tasks: the path that
 # configs/deepswe-32b.yaml's data.path reads (a test keeps the two equal).
@@ -103,27 +102,24 @@ $(TINY_MODEL): | $(INSTALLED)
 # swe-mini train tasks stands in for it (training/README.md). SFT_EPOCHS trades time for fit.
 SFT_EPOCHS ?= 5
 $(TINY_SFT): | $(TINY_MODEL)
-	$(BIN)/deepswe-train sft --config configs/tiny.yaml --out $@ --epochs $(SFT_EPOCHS) model.path=$(TINY_MODEL)
+	$(BIN)/deepswe-train sft --config configs/tiny.yaml --out $@ sft.epochs=$(SFT_EPOCHS) model.path=$(TINY_MODEL)
 
 train: setup $(if $(filter tiny,$(PROFILE)),images $(TINY_SFT))  ## GRPO++ training (RESUME=1 continues; OVERRIDES='a.b=v ...')
 	$(BIN)/deepswe-train train --config configs/$(PROFILE).yaml --out runs/train-$(PROFILE) \
 	  $(if $(filter tiny,$(PROFILE)),model.path=$(TINY_SFT)) $(if $(RESUME),--resume) $(OVERRIDES)
 	@echo "make train: run in runs/train-$(PROFILE) (metrics.jsonl, checkpoints/, final/)"
 
-eval: setup  ## evaluate for PROFILE (tiny: gold/empty baselines and the trained model on swe-mini:test)
+# The evaluation protocol is the profile's eval: section; EVAL_OVERRIDES='eval.a.b=v ...' edits it.
+eval: setup  ## evaluate for PROFILE (tiny: gold/empty baselines, then the trained model on swe-mini:test)
 ifeq ($(PROFILE),tiny)
-	$(BIN)/deepswe-eval run --dataset swe-mini:test --policy gold --runs 1 --workers 2 --out $(EVAL_OUT)/gold
-	$(BIN)/deepswe-eval run --dataset swe-mini:test --policy empty --runs 1 --workers 2 --out $(EVAL_OUT)/empty
-	@test -d runs/train-tiny/final || { echo "make eval: no trained model at runs/train-tiny/final (run make train); baselines are in $(EVAL_OUT)" >&2; exit 2; }
-	$(BIN)/deepswe-eval run --dataset swe-mini:test --policy deepswe.train.engines.local:LocalModelPolicy \
-	  --policy-arg path=runs/train-tiny/final --runs 4 --workers 2 --max-steps 8 --max-context 16384 \
-	  --temperature 1.0 --prompt-variant train --out $(EVAL_OUT)/model
-	@echo "make eval: reports in $(EVAL_OUT)/{gold,empty,model}/report.md"
+	$(BIN)/deepswe-eval validate --config configs/tiny.yaml --out $(EVAL_OUT)/baselines $(EVAL_OVERRIDES)
+	@test -d runs/train-tiny/final || { echo "make eval: no trained model at runs/train-tiny/final (run make train); baselines are in $(EVAL_OUT)/baselines" >&2; exit 2; }
+	$(BIN)/deepswe-eval run --config configs/tiny.yaml --out $(EVAL_OUT)/model $(EVAL_OVERRIDES)
+	@echo "make eval: reports in $(EVAL_OUT)/baselines/{gold,empty}/report.md and $(EVAL_OUT)/model/report.md"
 else
 	@[ -n "$(BASE_URL)" ] || { echo "make eval: set BASE_URL=http://HOST:PORT/v1 of a vLLM server (see evaluation/README.md)" >&2; exit 2; }
-	$(BIN)/deepswe-eval run --dataset swe-bench-verified --policy openai --base-url $(BASE_URL) \
-	  --model $(MODEL) --runs 16 --workers 48 --max-steps 100 --max-context 65536 --temperature 1.0 \
-	  --prompt-variant eval $(if $(REPO_MIRROR),--repo-mirror $(REPO_MIRROR)) --out $(EVAL_OUT)
+	$(BIN)/deepswe-eval run --config configs/$(PROFILE).yaml --out $(EVAL_OUT) eval.policy.base_url=$(BASE_URL) \
+	  $(if $(REPO_MIRROR),eval.repo_mirror=$(REPO_MIRROR)) $(EVAL_OVERRIDES)
 	@echo "make eval: report in $(EVAL_OUT)/report.md"
 endif
 

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepswe.env.sandbox import SandboxLimits
+from deepswe.eval.config import EvalConfig
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import ParallelConfig
@@ -134,6 +135,9 @@ class TrainConfig(_Section):
     algo: GRPOConfig = Field(default_factory=GRPOConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)  # deepswe-train sft only (tiny profile)
+    # The profile's evaluation protocol: read by deepswe-eval, validated here too so that
+    # `deepswe-train validate-config` checks a whole profile. Training never uses it.
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

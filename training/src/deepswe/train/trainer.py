@@ -253,9 +253,9 @@ class Trainer:
             self.scheduler.shutdown()
 
 
-# The SFT warm start made model.path before the run; its settings do not shape GRPO++ (and a
-# run folder written before the section existed has none).
-_IGNORED_ON_RESUME = ("sft",)
+# Sections that do not shape GRPO++: the SFT warm start made model.path before the run, and the
+# evaluation protocol is deepswe-eval's (a run folder written before they existed has neither).
+_IGNORED_ON_RESUME = ("sft", "eval")
 # Where rollouts run, not what they compute (the two schedulers sample the same: tested), so a
 # run started on threads may resume on Ray and back.
 _RESUMABLE_CHANGES = {

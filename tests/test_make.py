@@ -1,0 +1,63 @@
+"""The Makefile passes a profile and overrides, never protocol values of its own: the commands
+`make` would run are read with `make -n` and run with `--dry-run`, which prints the resolved
+evaluation config."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).with_name("deepswe-eval"))
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+
+
+def _commands(*make_args: str) -> list[list[str]]:
+    """The deepswe-eval commands `make -n ...` would run, as argv lists."""
+    out = subprocess.run(
+        ["make", "-n", "--no-print-directory", *make_args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.replace("\\\n", " ")
+    return [shlex.split(line) for line in out.splitlines() if "/deepswe-eval " in line]
+
+
+def _resolved(argv: list[str]) -> dict:
+    done = subprocess.run(
+        [CLI, *argv[1:], "--dry-run"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_make_eval_deepswe_32b_reads_its_protocol_from_the_profile():
+    (cmd,) = _commands("eval", "PROFILE=deepswe-32b", "BASE_URL=http://gpu-node:8000/v1")
+    assert "--config" in cmd and cmd[cmd.index("--config") + 1] == "configs/deepswe-32b.yaml"
+    assert not {"--runs", "--max-steps", "--max-context", "--temperature"} & set(cmd)
+    cfg = _resolved(cmd)
+    assert (cfg["dataset"], cfg["runs"]) == ("swe-bench-verified", 16)
+    assert (cfg["episode"]["max_steps"], cfg["episode"]["max_context_tokens"]) == (100, 65536)
+    assert cfg["policy"] == {
+        **cfg["policy"],
+        "name": "openai",
+        "model": "agentica-org/DeepSWE-Preview",
+        "base_url": "http://gpu-node:8000/v1",
+        "temperature": 1.0,
+    }
+    assert cfg["episode"]["prompt_variant"] == "eval"
+
+
+def test_make_eval_tiny_runs_the_baselines_and_the_model_from_the_profile():
+    validate, run = _commands("eval", "PROFILE=tiny", "EVAL_OVERRIDES=eval.runs=2")
+    assert validate[1] == "validate" and run[1] == "run"
+    cfg = _resolved(run)
+    assert (cfg["dataset"], cfg["runs"], cfg["episode"]["max_steps"]) == ("swe-mini:test", 2, 8)
+    assert cfg["policy"]["args"] == {"path": "runs/train-tiny/final"}
