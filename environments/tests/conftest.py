@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.toy import diff_to, git
 
 
 @pytest.fixture(scope="session")
@@ -26,49 +24,25 @@ VISIBLE_TEST = "from calc.ops import clamp\n\n\ndef test_clamp():\n    assert cl
 HIDDEN_TEST = "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-def _diff(repo: Path, path: str, new: str) -> str:
-    """The diff that turns `path` (as committed) into `new`, without committing it."""
-    old = (repo / path).read_text() if (repo / path).exists() else None
-    (repo / path).parent.mkdir(parents=True, exist_ok=True)
-    (repo / path).write_text(new)
-    _git(repo, "add", "-N", path)
-    out = _git(repo, "diff", "--", path)
-    _git(repo, "reset", "-q", "--", path)
-    if old is None:
-        (repo / path).unlink()
-    else:
-        (repo / path).write_text(old)
-    return out
-
-
 @pytest.fixture(scope="session")
 def calc_task(tmp_path_factory) -> Task:
     """A real task: a git repo with a bug in calc/ops.py, its fix (gold patch) in a later commit,
     and a hidden test added by the test patch."""
     repo = tmp_path_factory.mktemp("calc")
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "calc").mkdir()
     (repo / "calc" / "__init__.py").write_text("")
     (repo / "calc" / "ops.py").write_text(OPS_BUG)
     (repo / "tests").mkdir()
     (repo / "tests" / "test_visible.py").write_text(VISIBLE_TEST)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "calc with a bug")
-    base = _git(repo, "rev-parse", "HEAD").strip()
-    gold = _diff(repo, "calc/ops.py", OPS_GOOD)
-    test_patch = _diff(repo, "tests/test_hidden.py", HIDDEN_TEST)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc with a bug")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    gold = diff_to(repo, "calc/ops.py", OPS_GOOD)
+    test_patch = diff_to(repo, "tests/test_hidden.py", HIDDEN_TEST)
     # A later commit holds the fix: the sandbox must not let the policy find it.
     (repo / "calc" / "ops.py").write_text(OPS_GOOD)
-    _git(repo, "commit", "-qam", "the fix")
+    git(repo, "commit", "-qam", "the fix")
     return Task(
         instance_id="calc__calc-1",
         repo="calc/calc",
@@ -95,18 +69,18 @@ def installed_calc_task(tmp_path_factory) -> Task:
     (`pip install -e .`) leaves `calc.egg-info/` untracked in /testbed."""
     repo = tmp_path_factory.mktemp("installed") / "calc"
     (repo / "calc").mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "calc" / "__init__.py").write_text("")
     (repo / "calc" / "ops.py").write_text(OPS_BUG)
     (repo / "setup.py").write_text(SETUP_PY)
     (repo / "tests").mkdir()
     (repo / "tests" / "test_visible.py").write_text(VISIBLE_TEST)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "calc with a bug")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc with a bug")
     return Task(
         instance_id="calc__calc-installed",
         repo="calc/calc",
-        base_commit=_git(repo, "rev-parse", "HEAD").strip(),
+        base_commit=git(repo, "rev-parse", "HEAD").strip(),
         problem_statement="add(2, 3) returns -1 instead of 5.",
         source=TaskSource.CUSTOM,
         environment=EnvironmentSpec(
@@ -118,7 +92,7 @@ def installed_calc_task(tmp_path_factory) -> Task:
         hidden=HiddenTests(
             fail_to_pass=["tests/test_hidden.py::test_add"],
             pass_to_pass=["tests/test_visible.py::test_clamp"],
-            test_patch=_diff(repo, "tests/test_hidden.py", HIDDEN_TEST),
+            test_patch=diff_to(repo, "tests/test_hidden.py", HIDDEN_TEST),
         ),
-        gold_patch=_diff(repo, "calc/ops.py", OPS_GOOD),
+        gold_patch=diff_to(repo, "calc/ops.py", OPS_GOOD),
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.loaders.swebench import swebench_row_to_task
+from deepswe.data.toy import git
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
@@ -23,22 +24,13 @@ from deepswe.eval.swebench_env import (
 )
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 def _commit(repo: Path, files: dict[str, str], msg: str) -> str:
     for path, text in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", msg)
-    return _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", msg)
+    return git(repo, "rev-parse", "HEAD").strip()
 
 
 TEST_PATCH = (
@@ -70,7 +62,7 @@ def django_mirror(tmp_path) -> tuple[Path, str, str]:
     mirror = tmp_path / "mirror"
     repo = mirror / "django__django"
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     base = _commit(
         repo,
         {
@@ -186,7 +178,7 @@ def test_a_django_style_instance_builds_from_the_mirror_and_grades_with_swebench
 
     repo = tmp_path / "mirror" / "django__django"
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     files = {
         "setup.py": "from setuptools import setup\nsetup(name='minidj', version='5.1', py_modules=['minidj'])\n",
         "minidj.py": FIELD_BUG,
@@ -197,7 +189,7 @@ def test_a_django_style_instance_builds_from_the_mirror_and_grades_with_swebench
     }
     base = _commit(repo, files, "base")
     (repo / "tests/runtests.py").chmod(0o755)
-    base = _commit(repo, {}, "exec bit") if _git(repo, "status", "--porcelain") else base
+    base = _commit(repo, {}, "exec bit") if git(repo, "status", "--porcelain") else base
     gold, tpatch = (
         _diff(repo, "minidj.py", FIELD_OK),
         _diff(repo, "tests/model_fields/test_decimal.py", TEST_NEW),

@@ -1,5 +1,8 @@
 """A deterministic toy dataset: real bugs in a real git repository made on the spot.
 
+`git` and `diff_to` are the helpers it is made with; tests that build their own small
+repositories use them too.
+
 Used by the tests and the harness benchmark. All tasks share one repository and base commit, so
 they share one task image (built once, ~seconds); each task has its own bug, gold patch and
 hidden test. A later commit holds every fix, so a sandbox that leaks history would show it.
@@ -29,7 +32,8 @@ def _module(bugs: set[str]) -> str:
     return "\n\n".join(out)
 
 
-def _git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo` with a fixed identity; its stdout."""
     return subprocess.run(
         ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
         check=True,
@@ -38,15 +42,15 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-def _diff(repo: Path, path: str, new: str) -> str:
+def diff_to(repo: Path, path: str, new: str) -> str:
     """The diff turning the committed `path` into `new`, leaving the worktree as it was."""
     target = repo / path
     old = target.read_text() if target.exists() else None
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(new)
-    _git(repo, "add", "-N", path)
-    out = _git(repo, "diff", "--", path)
-    _git(repo, "reset", "-q", "--", path)
+    git(repo, "add", "-N", path)
+    out = git(repo, "diff", "--", path)
+    git(repo, "reset", "-q", "--", path)
     if old is None:
         target.unlink()
     else:
@@ -59,7 +63,7 @@ def make_toy_tasks(root: Path, n: int = 4) -> list[Task]:
     names = list(FUNCS)[:n]
     repo = Path(root) / "toycalc"
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "toycalc").mkdir()
     (repo / "toycalc" / "__init__.py").write_text("")
     (repo / "toycalc" / "ops.py").write_text(_module(set(names)))
@@ -67,9 +71,9 @@ def make_toy_tasks(root: Path, n: int = 4) -> list[Task]:
     (repo / "tests" / "test_smoke.py").write_text(
         "import toycalc.ops\n\n\ndef test_import():\n    assert toycalc.ops\n"
     )
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "toycalc with bugs")
-    base = _git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "toycalc with bugs")
+    base = git(repo, "rev-parse", "HEAD").strip()
     tasks = []
     for name in names:
         fixed = _module(set(names) - {name})
@@ -86,13 +90,13 @@ def make_toy_tasks(root: Path, n: int = 4) -> list[Task]:
                 hidden=HiddenTests(
                     fail_to_pass=[f"tests/test_hidden_{name}.py::test_{name}"],
                     pass_to_pass=["tests/test_smoke.py::test_import"],
-                    test_patch=_diff(repo, f"tests/test_hidden_{name}.py", test),
+                    test_patch=diff_to(repo, f"tests/test_hidden_{name}.py", test),
                 ),
-                gold_patch=_diff(repo, "toycalc/ops.py", fixed),
+                gold_patch=diff_to(repo, "toycalc/ops.py", fixed),
             )
         )
     (repo / "toycalc" / "ops.py").write_text(_module(set()))
-    _git(repo, "commit", "-qam", "every fix")
+    git(repo, "commit", "-qam", "every fix")
     return tasks
 
 

@@ -30,12 +30,12 @@ def _fail(msg: str, code: int = 2) -> None:
 
 def _config(config: Path | None, overrides: list[str] | None, edits: dict[str, Any]):
     """The EvalConfig of --config + overrides + the flags that were given."""
-    from deepswe.eval.config import EvalConfigError, load_eval_config
+    from deepswe.eval.config import ConfigError, load_eval_config
 
     given = {k: v for k, v in edits.items() if v is not None}
     try:
         return load_eval_config(config, overrides or [], given)
-    except EvalConfigError as exc:
+    except ConfigError as exc:
         _fail(str(exc))
 
 

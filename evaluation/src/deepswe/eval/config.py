@@ -21,8 +21,9 @@ from deepswe.env.policies import PolicySpec
 from deepswe.env.sandbox import SandboxLimits
 
 
-class EvalConfigError(ValueError):
-    """A profile or an override is invalid; the message names the file and each bad key."""
+class ConfigError(ValueError):
+    """A profile or an override is invalid; the message names the file and each bad key.
+    (deepswe.train's profile loader raises it too.)"""
 
 
 class EvalConfig(BaseModel):
@@ -87,22 +88,21 @@ def protocol_values(cfg: EvalConfig) -> dict[str, Any]:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """`a.b=value` -> (["a", "b"], value parsed as YAML). A leading `eval.` is optional."""
+    """`a.b=value` -> (["a", "b"], value parsed as YAML: numbers, bools, lists...)."""
     key, sep, raw = text.partition("=")
     parts = key.strip().split(".")
     if not sep or not key.strip() or any(not p for p in parts):
-        raise EvalConfigError(f"override {text!r}: want key.path=value (e.g. eval.runs=4)")
-    if parts[0] == "eval":
-        parts = parts[1:]
+        raise ConfigError(f"override {text!r}: want key.path=value")
     return parts, yaml.safe_load(raw) if raw.strip() else ""
 
 
-def _apply(data: dict[str, Any], path: list[str], value: Any, text: str) -> None:
+def set_path(data: dict[str, Any], path: list[str], value: Any, text: str) -> None:
+    """`data[path[0]][path[1]]... = value`, creating sections; `text` names the override."""
     node = data
     for part in path[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise EvalConfigError(f"override {text!r}: {part!r} is not a section")
+            raise ConfigError(f"override {text!r}: {part!r} is not a section")
         node = child
     node[path[-1]] = value
 
@@ -119,15 +119,15 @@ def load_eval_config(
         try:
             doc = yaml.safe_load(Path(profile).read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
-            raise EvalConfigError(f"{profile}: cannot read: {exc}") from None
+            raise ConfigError(f"{profile}: cannot read: {exc}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("eval", {}), dict):
-            raise EvalConfigError(f"{profile}: want a mapping with an `eval:` section")
+            raise ConfigError(f"{profile}: want a mapping with an `eval:` section")
         data = dict(doc.get("eval") or {})
     for text in overrides:
         keys, value = parse_override(text)
-        _apply(data, keys, value, text)
+        set_path(data, keys[1:] if keys[0] == "eval" and len(keys) > 1 else keys, value, text)
     for key, value in (edits or {}).items():
-        _apply(data, key.split("."), value, f"--{key}")
+        set_path(data, key.split("."), value, f"--{key}")
     return validate_eval_config(data, where)
 
 
@@ -135,19 +135,27 @@ def validate_eval_config(data: dict[str, Any], where: str) -> EvalConfig:
     try:
         return EvalConfig.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(["eval", *(str(p) for p in err["loc"])])
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"{key}: {msg}")
-        raise EvalConfigError(f"{where}: invalid config:\n  " + "\n  ".join(lines)) from None
+        raise config_error(where, exc, "eval") from None
+
+
+def config_error(where: str, exc: ValidationError, section: str = "") -> ConfigError:
+    """One line per bad key, named by its dotted path (under `section`), with what is wrong."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join([*([section] if section else []), *(str(p) for p in err["loc"])])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"{key or '<root>'}: {msg}")
+    return ConfigError(f"{where}: invalid config:\n  " + "\n  ".join(lines))
 
 
 __all__ = [
     "PROTOCOL",
+    "ConfigError",
     "EvalConfig",
-    "EvalConfigError",
+    "config_error",
     "load_eval_config",
+    "parse_override",
     "protocol_values",
+    "set_path",
     "validate_eval_config",
 ]

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepswe.env.sandbox import SandboxLimits
-from deepswe.eval.config import EvalConfig
+from deepswe.eval.config import ConfigError, EvalConfig, config_error, parse_override, set_path
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import ParallelConfig
@@ -146,28 +146,6 @@ class TrainConfig(_Section):
         return self
 
 
-class ConfigError(ValueError):
-    """A profile or override is invalid; the message names the file and each bad key."""
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`a.b=value` -> (["a", "b"], value parsed as YAML: numbers, bools, lists...)."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
-        raise ConfigError(f"override {text!r}: want key.path=value")
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
-
-
-def _apply(data: dict[str, Any], path: list[str], value: Any, text: str) -> None:
-    node = data
-    for part in path[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override {text!r}: {part!r} is not a section")
-        node = child
-    node[path[-1]] = value
-
-
 def load_config(path: str | Path, overrides: list[str] = ()) -> TrainConfig:  # type: ignore[assignment]
     """The validated config of YAML file `path` with `overrides` applied in order."""
     path = Path(path)
@@ -179,7 +157,7 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> TrainConfig:  # 
         raise ConfigError(f"{path}: want a mapping of sections at the top level")
     for text in overrides:
         keys, value = parse_override(text)
-        _apply(data, keys, value, text)
+        set_path(data, keys, value, text)
     return validate(data, str(path))
 
 
@@ -187,12 +165,7 @@ def validate(data: dict[str, Any], where: str) -> TrainConfig:
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:
-        lines = []
-        for err in e.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "<root>"
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"{key}: {msg}")
-        raise ConfigError(f"{where}: invalid config:\n  " + "\n  ".join(lines)) from None
+        raise config_error(where, e) from None
 
 
 def resolved(cfg: TrainConfig) -> dict[str, Any]:
