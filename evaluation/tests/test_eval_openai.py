@@ -119,8 +119,8 @@ def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
     assert m["counts"] == {"resolved": 4}
     assert m["completion_tokens"]["min"] == 11 * 2  # one edit + finish per episode, 11 each
     assert m["prompt_tokens"]["min"] > 0
-    card = json.loads((out / "config.json").read_text())
-    assert (card["model"], card["temperature"]) == ("toy-model", 0.7)
+    policy = json.loads((out / "config.json").read_text())["eval"]["policy"]
+    assert (policy["model"], policy["temperature"]) == ("toy-model", 0.7)
     pred = json.loads((out / "predictions/run-1.jsonl").read_text().splitlines()[0])
     assert pred["model_name_or_path"] == "toy-model" and "+    return a + b" in pred["model_patch"]
 

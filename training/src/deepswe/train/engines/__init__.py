@@ -13,8 +13,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from deepswe.env.registry import resolve
-
 
 @dataclass
 class Sample:
@@ -57,4 +55,9 @@ ENGINES: dict[str, str] = {
 
 
 def engine_class(name: str) -> type:
+    # Imported here, not at the top: vLLM's worker processes import this package (for
+    # vllm_worker.WeightSync) inside vLLM's own venv, where only deepswe.train's source is on
+    # the path.
+    from deepswe.env.registry import resolve
+
     return resolve(ENGINES, name, "inference engine")
