@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import TextIO
 
 from deepswe.env.images.recipe import (
-    PACKAGES,
     base_image_tag,
     cache_root,
     debian_arch,
     get_suite,
     latest_tag,
     mirror,
+    packages,
     recipe_hash,
     setup_script,
 )
@@ -49,6 +49,7 @@ IMAGE_ENV = {
     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
     "PIP_NO_INPUT": "1",
 }
+LOCALE_GEN = "sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' /etc/locale.gen && locale-gen"
 # debootstrap and the chroot run with a clean environment: the host's PIP_*, PYTHON* and
 # locale must not leak into the image.
 CHROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "HOME": "/root"}
@@ -77,29 +78,37 @@ def _image_id(client, tag: str) -> str | None:
         return None
 
 
-def ensure_base_image(suite: str, force: bool = False, log: Log = _stderr) -> str:
-    """Build the suite's base image unless the current recipe's tag exists; return that tag.
+def ensure_base_image(
+    suite: str, force: bool = False, log: Log = _stderr, extra: Iterable[str] = ()
+) -> str:
+    """Build the suite's base image (with `extra` Debian packages: a variant) unless the
+    current recipe's tag exists; return that tag.
 
-    Also points deepswe/base:<suite> at it. Safe to call from many processes: builds of one
-    suite are serialised by a file lock, and a waiter finds the image its peer built.
+    The plain image is also tagged deepswe/base:<suite>. Safe to call from many processes:
+    builds of one suite are serialised by a file lock, and a waiter finds the image its peer
+    built.
     """
-    tag = base_image_tag(suite)
+    extra = tuple(sorted(set(extra)))
+    tag = base_image_tag(suite, extra)
     client = _client()
     if not force and _image_id(client, tag) is not None:
-        _tag_latest(client, tag, suite)
+        if not extra:
+            _tag_latest(client, tag, suite)
         return tag
     with _build_lock(suite):
         if force or _image_id(client, tag) is None:
-            build_base_image(suite, log=log)
+            build_base_image(suite, log=log, extra=extra)
         else:
             log(f"[base {suite}] built by another process meanwhile: {tag}")
     return tag
 
 
-def build_base_image(suite: str, log: Log = _stderr) -> str:
-    """Build and tag the suite's base image unconditionally; return the hashed tag."""
+def build_base_image(suite: str, log: Log = _stderr, extra: Iterable[str] = ()) -> str:
+    """Build and tag the suite's base image (plus `extra` packages) unconditionally; return
+    the hashed tag."""
     spec = get_suite(suite)
-    tag = base_image_tag(suite)
+    extra = tuple(sorted(set(extra)))
+    tag = base_image_tag(suite, extra)
     debootstrap = _find_debootstrap()
     workdir = cache_root() / "rootfs" / tag.rsplit(":", 1)[1]
     rootfs = workdir / "rootfs"
@@ -111,7 +120,7 @@ def build_base_image(suite: str, log: Log = _stderr) -> str:
     try:
         debs = cache_root() / "debs" / f"{suite}-{debian_arch()}"
         debs.mkdir(parents=True, exist_ok=True)
-        cmd = [debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}"]
+        cmd = [debootstrap, "--variant=minbase", f"--include={','.join(packages(extra))}"]
         cmd += [f"--cache-dir={debs}", suite, str(rootfs), mirror()]
         _run_logged(cmd, logfile, DEBOOTSTRAP_TIMEOUT_S, log, f"[base {suite}] debootstrap")
         _run_logged(
@@ -122,19 +131,29 @@ def build_base_image(suite: str, log: Log = _stderr) -> str:
             f"[base {suite}] setup",
             stdin=setup_script(),
         )
+        if "locales" in extra:  # tests that set LANG=en_US.UTF-8 (swebench's django) need it
+            _run_logged(
+                ["chroot", str(rootfs), "/bin/sh", "-c", LOCALE_GEN],
+                logfile,
+                SETUP_TIMEOUT_S,
+                log,
+                f"[base {suite}] locales",
+            )
         found = _chroot_python(rootfs)
         if found != spec.python:
             raise ImageBuildError(f"{suite} rootfs has python {found}, expected {spec.python}")
         log(f"[base {suite}] importing into Docker as {tag}")
         labels = {
-            "deepswe.recipe-hash": recipe_hash(suite),
+            "deepswe.recipe-hash": recipe_hash(suite, extra),
             "deepswe.suite": suite,
             "deepswe.python": spec.python,
+            "deepswe.extra-packages": " ".join(extra),
         }
         client = _client()
         previous = _image_id(client, tag)
         _import_rootfs(rootfs, tag, labels)
-        _tag_latest(client, tag, suite)
+        if not extra:
+            _tag_latest(client, tag, suite)
         _remove_if_dangling(client, previous)
         size = client.api.inspect_image(tag)["Size"]
     except BaseException:

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -79,21 +80,27 @@ def setup_script() -> str:
     return resources.files(__package__).joinpath(SETUP_SCRIPT).read_text()
 
 
-def recipe(suite: str) -> dict[str, object]:
+def packages(extra: Iterable[str] = ()) -> list[str]:
+    """The Debian packages of an image: PACKAGES plus `extra` (a variant's, e.g. a compiler)."""
+    return sorted(set(PACKAGES) | set(extra))
+
+
+def recipe(suite: str, extra: Iterable[str] = ()) -> dict[str, object]:
     """Everything that decides an image's content. The mirror is left out on purpose:
-    every Debian mirror serves the same packages, so the tag must not depend on it."""
+    every Debian mirror serves the same packages, so the tag must not depend on it. `extra`
+    packages make a variant (its own tag); with none the recipe is the suite's base image."""
     return {
         "suite": get_suite(suite).name,
         "arch": debian_arch(),
-        "packages": sorted(PACKAGES),
+        "packages": packages(extra),
         "recipe_version": RECIPE_VERSION,
         "setup_script": setup_script(),
     }
 
 
-def recipe_hash(suite: str) -> str:
-    """sha256 over the canonical JSON of recipe(suite), hex."""
-    blob = json.dumps(recipe(suite), sort_keys=True, separators=(",", ":")).encode()
+def recipe_hash(suite: str, extra: Iterable[str] = ()) -> str:
+    """sha256 over the canonical JSON of recipe(suite, extra), hex."""
+    blob = json.dumps(recipe(suite, extra), sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
@@ -102,10 +109,10 @@ def repository() -> str:
     return os.environ.get("DEEPSWE_BASE_REPOSITORY", DEFAULT_REPOSITORY)
 
 
-def base_image_tag(suite: str) -> str:
-    """The tag of the current recipe's image, e.g. deepswe/base:bookworm-0123456789ab.
-    Builds nothing."""
-    return f"{repository()}:{suite}-{recipe_hash(suite)[:12]}"
+def base_image_tag(suite: str, extra: Iterable[str] = ()) -> str:
+    """The tag of the current recipe's image, e.g. deepswe/base:bookworm-0123456789ab (a
+    variant with extra packages gets its own hash). Builds nothing."""
+    return f"{repository()}:{suite}-{recipe_hash(suite, extra)[:12]}"
 
 
 def latest_tag(suite: str) -> str:
