@@ -122,6 +122,33 @@ def test_sdist_only_compiled_package_is_refused(tmp_path, monkeypatch):
         download_wheels(["deepswe-fixture-native"], tmp_path / "w", "3.9")
 
 
+def test_sdist_only_compiled_package_goes_in_as_its_sdist_for_an_image_with_a_compiler(
+    tmp_path, monkeypatch
+):
+    """With sources=True (the image has gcc) the sdist itself is kept, pip builds it in the image;
+    its dependencies are still resolved for the target, through a metadata-only stub wheel that
+    is gone once the closure settles."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _sdist(
+        src,
+        "deepswe-fixture-native",
+        """\
+        from setuptools import Distribution, setup
+        class Native(Distribution):
+            def has_ext_modules(self):
+                return True
+        setup(name="deepswe-fixture-native", version="1.0", distclass=Native,
+              py_modules=["deepswe_fixture_native"], install_requires=["iniconfig"])
+        """,
+    )
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{src} /opt/wheels")
+    dists = download_wheels(["deepswe-fixture-native"], tmp_path / "w", "3.9", sources=True)
+    names = sorted(d.name for d in dists)
+    assert names[0] == "deepswe-fixture-native-1.0.tar.gz" and names[1].startswith("iniconfig-")
+    assert len(names) == 2  # no stub left
+
+
 def test_unknown_requirement_reports_pips_error(tmp_path):
     with pytest.raises(WheelDownloadError, match="No matching distribution"):
         download_wheels(["iniconfig==0.0.0.404"], tmp_path / "w", "3.11")

@@ -36,8 +36,18 @@ class EnvironmentSpec(_Frozen):
     """Local git repository path or git URL."""
     pip: list[str] = []
     """pip requirement strings, installed from host-downloaded wheels."""
+    pip_after: list[list[str]] = []
+    """Further pip installs after `pip`, in order, each its own call, so a later pin replaces an
+    earlier one (swebench installs a repository's requirements, then its spec's pip_packages)."""
+    apt: list[str] = []
+    """Debian packages the base image adds (debootstrap, never apt inside a sandbox): a compiler
+    for C extensions, locales, graphviz..."""
+    python: str | None = None
+    """A Python version the suite does not ship ("3.6"): a CPython built for the suite's Debian
+    on the host, copied into the image ($DEEPSWE_HOST_PYTHONS). None: the suite's python3."""
     install: list[str] = []
-    """Shell commands run in /testbed after the pip step."""
+    """Shell commands run in /testbed after the pip steps, offline: pip finds what it needs in
+    the image's wheelhouse (PIP_NO_INDEX, PIP_FIND_LINKS)."""
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
 

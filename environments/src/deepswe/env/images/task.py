@@ -2,20 +2,26 @@
 
 Two layers on top of a base image, each tagged by a hash of what went into it:
 
-  deepswe/env:<hash>    base + the spec's pip requirements, from host-downloaded wheels, and
-                        PYTHONDONTWRITEBYTECODE=1 (shared by every task with the same base and
-                        requirements)
+  deepswe/env:<hash>    base (plus the spec's apt packages) + a host interpreter if the spec
+                        names one + the wheelhouse /wheels + the spec's pip steps, in order
+                        (shared by every task with the same environment)
   deepswe/task:<hash>   env + the repository at base_commit in /testbed + the install commands
 
-The repository in /testbed sits at base_commit on a branch `main`, with no later commit, no
-other ref, no tag and no remote: a policy cannot find the fix in the history. The hidden tests
-are not added here; they go in at grading time only.
+Both layers install offline (PIP_NO_INDEX, PIP_FIND_LINKS, kept in the image so a sandbox's
+own pip works the same way); what pip reports missing is downloaded by the host and the layer
+built again (images/offline.py). Bytecode is never written beside the sources
+(PYTHONDONTWRITEBYTECODE). The repository in /testbed sits at base_commit on a branch `main`,
+with no later commit, no other branch, no remote, and only the tags base_commit already
+contains (versioning tools such as setuptools-scm read them; swebench keeps them too): a policy
+cannot find the fix in the history. The hidden tests are not added here; they go in at grading
+time only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -25,12 +31,28 @@ import docker.errors
 
 from deepswe.data.task import EnvironmentSpec, Task
 from deepswe.env.images.base import ImageBuildError, ensure_base_image
+from deepswe.env.images.hostpython import NoHostPython, host_python
+from deepswe.env.images.offline import (
+    Wheelhouse,
+    build_offline,
+    project_requirements,
+    self_install_extras,
+)
 from deepswe.env.images.recipe import base_image_tag, python_version
-from deepswe.env.images.wheels import download_wheels, pip_install_command
+from deepswe.env.images.wheels import manylinux_platforms, pip_install_command
 from deepswe.env.sandbox.docker import client
 
-RECIPE_VERSION = "2"  # 2: PYTHONDONTWRITEBYTECODE in the env layer
+# 2: PYTHONDONTWRITEBYTECODE. 3: offline wheelhouses kept, pip steps, apt, host pythons, old tags.
+RECIPE_VERSION = "3"
 Log = Callable[[str], None]
+# The Debian packages that give an image a C compiler (and Debian's Python headers); a spec that
+# lists COMPILER may take sdists of packages without wheels: pip builds them in the image.
+COMPILER = "build-essential"
+# No bytecode beside the sources: an agent that runs Python must not find (or submit)
+# __pycache__ files it did not mean to write (the patch excludes them regardless). pip never
+# asks an index: it finds everything in the image's wheelhouses.
+OFFLINE_ENV = ["ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheels"]
+TASK_FIND_LINKS = 'PIP_FIND_LINKS="/wheels /wheels-task"'
 
 
 def _hash(*parts: object) -> str:
@@ -47,7 +69,15 @@ def _git(repo: Path, *args: str) -> str:
 def env_image_tag(spec: EnvironmentSpec) -> str:
     """The tag of the shared dependency layer for `spec` (no building)."""
     # The base image's own tag carries its recipe hash: a new base recipe means new env layers.
-    return f"deepswe/env:{_hash(RECIPE_VERSION, sorted(spec.pip), base_image_tag(spec.base))}"
+    base = base_image_tag(spec.base, spec.apt)
+    return (
+        f"deepswe/env:{_hash(RECIPE_VERSION, sorted(spec.pip), spec.pip_after, spec.python, base)}"
+    )
+
+
+def target_python(spec: EnvironmentSpec) -> str:
+    """The major.minor Python the spec's images run."""
+    return spec.python or python_version(spec.base)
 
 
 def task_image_tag(task: Task) -> str:
@@ -77,7 +107,10 @@ def image_exists(tag: str) -> bool:
         return False
 
 
-def _build(context: Path, dockerfile: str, tag: str, labels: dict[str, str], log: Log) -> None:
+def _build(
+    context: Path, dockerfile: str, tag: str, labels: dict[str, str], log: Log
+) -> str | None:
+    """docker build; None on success, else the build's whole output (for build_offline)."""
     (context / "Dockerfile").write_text(dockerfile)
     try:
         # pull=False: FROM names a local image; no registry is ever asked.
@@ -88,42 +121,85 @@ def _build(context: Path, dockerfile: str, tag: str, labels: dict[str, str], log
             if "stream" in chunk and chunk["stream"].strip().startswith("Step"):
                 log(f"  {chunk['stream'].strip()}")
     except docker.errors.BuildError as exc:
-        tail = "".join(c.get("stream", "") for c in exc.build_log if isinstance(c, dict))[-2000:]
-        raise ImageBuildError(f"building {tag} failed: {exc.msg}\n{tail}") from exc
+        text = "".join(c.get("stream", "") for c in exc.build_log if isinstance(c, dict))
+        return f"{text}\n{exc.msg}"
+    return None
+
+
+def _wheelhouse(spec: EnvironmentSpec, folder: Path, key: str) -> Wheelhouse:
+    suite = spec.base if spec.python else None  # a host interpreter runs on the suite's glibc
+    python = target_python(spec)
+    platforms = manylinux_platforms(python, suite=suite)
+    return Wheelhouse(folder, key, python, platforms, sources=COMPILER in spec.apt)
+
+
+def _interpreter_lines(spec: EnvironmentSpec, ctx: Path) -> list[str]:
+    """Dockerfile lines that put a host CPython at /opt/python and /opt/venv on it."""
+    if spec.python is None:
+        return []
+    try:
+        prefix = host_python(spec.python)
+    except NoHostPython as exc:
+        raise ImageBuildError(str(exc)) from None
+    shutil.copytree(prefix, ctx / "python", symlinks=True)
+    # The prefix's RUNPATH names the host's path; the linker's cache finds libpython instead.
+    return [
+        "COPY python /opt/python",
+        "RUN echo /opt/python/lib > /etc/ld.so.conf.d/deepswe-python.conf && ldconfig"
+        " && rm -rf /opt/venv && /opt/python/bin/python3 -m venv /opt/venv"
+        f" && /opt/venv/bin/python -c 'import sys; assert sys.version.startswith(\"{spec.python}.\")'",
+    ]
+
+
+def _prefetch(wheels: Wheelhouse, requirements: list[str], log: Log) -> None:
+    """Add the project's declared requirements; a set pip cannot resolve as a whole here is
+    left for the offline build to learn piece by piece."""
+    try:
+        wheels.add(requirements)
+    except ImageBuildError as exc:
+        log(f"  project requirements not prefetched ({str(exc).splitlines()[0][:200]})")
 
 
 def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
     tag = env_image_tag(spec)
     if image_exists(tag):
         return tag
-    base = ensure_base_image(spec.base)
-    log(f"building {tag} ({len(spec.pip)} requirements on {base})")
+    base = ensure_base_image(spec.base, extra=spec.apt)
+    log(
+        f"building {tag} (python {target_python(spec)}, {1 + len(spec.pip_after)} pip steps on {base})"
+    )
     with tempfile.TemporaryDirectory(prefix="deepswe-env-") as tmp:
         ctx = Path(tmp)
-        # No bytecode beside the sources: an agent that runs Python must not find (or submit)
-        # __pycache__ files it did not mean to write. The patch excludes them regardless.
-        lines = [f"FROM {base}", "ENV PYTHONDONTWRITEBYTECODE=1"]
-        if spec.pip:
-            download_wheels(spec.pip, ctx / "wheels", python_version(spec.base))
-            lines += [
-                "COPY wheels /wheels",
-                f"RUN {pip_install_command(spec.pip, '/wheels')} && rm -rf /wheels/*",
-            ]
+        wheels = _wheelhouse(spec, ctx / "wheels", tag.replace("/", "_").replace(":", "_"))
+        for step in [spec.pip, *spec.pip_after]:
+            wheels.add(step)  # each step's own closure: conflicting pins across steps coexist
+        shutil.copy(Path(__file__).with_name("venv_everywhere.py"), ctx / "venv_everywhere.py")
+        lines = [f"FROM {base}", *OFFLINE_ENV, *_interpreter_lines(spec, ctx)]
+        lines += ["COPY venv_everywhere.py /tmp/", "RUN python /tmp/venv_everywhere.py"]
+        lines += ["COPY wheels /wheels"]
+        lines += [
+            f"RUN {pip_install_command(step, '/wheels')}"
+            for step in [spec.pip, *spec.pip_after]
+            if step
+        ]
         labels = {"deepswe.kind": "env", "deepswe.pip": json.dumps(sorted(spec.pip))}
-        _build(ctx, "\n".join(lines) + "\n", tag, labels, log)
+        dockerfile = "\n".join(lines) + "\n"
+        build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
     return tag
 
 
 def prepare_repository(source: str, base_commit: str, dest: Path) -> None:
-    """Clone `source` into `dest` at `base_commit`, leaving nothing after it to find."""
+    """Clone `source` into `dest` at `base_commit`, leaving nothing after it to find: branch
+    `main` only, no remote, and only the tags base_commit already contains."""
     res = subprocess.run(
         ["git", "clone", "-q", "--no-checkout", source, str(dest)], capture_output=True, text=True
     )
     if res.returncode != 0:
         raise ImageBuildError(f"cannot clone {source}: {res.stderr.strip()}")
     _git(dest, "checkout", "-q", "-B", "main", base_commit)
+    past = {f"refs/tags/{t}" for t in _git(dest, "tag", "--merged", "HEAD").split()}
     for ref in _git(dest, "for-each-ref", "--format=%(refname)").split():
-        if ref != "refs/heads/main":
+        if ref != "refs/heads/main" and ref not in past:
             _git(dest, "update-ref", "-d", ref)
     for remote in _git(dest, "remote").split():
         _git(dest, "remote", "remove", remote)
@@ -146,10 +222,17 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
     with tempfile.TemporaryDirectory(prefix="deepswe-task-") as tmp:
         ctx = Path(tmp)
         prepare_repository(spec.source, task.base_commit, ctx / "testbed")
-        lines = [f"FROM {env}", "COPY testbed /testbed", "WORKDIR /testbed"]
+        # What one task of an environment had to learn, its siblings download up front.
+        wheels = _wheelhouse(spec, ctx / "wheels", env.replace("/", "_").replace(":", "_"))
+        extras = self_install_extras(spec.install)
+        if extras is not None:
+            _prefetch(wheels, project_requirements(ctx / "testbed", extras, wheels.python), log)
+        lines = [f"FROM {env}", "COPY wheels /wheels-task", f"ENV {TASK_FIND_LINKS}"]
+        lines += ["COPY testbed /testbed", "WORKDIR /testbed"]
         lines += [f"RUN {cmd}" for cmd in spec.install]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}
-        _build(ctx, "\n".join(lines) + "\n", tag, labels, log)
+        dockerfile = "\n".join(lines) + "\n"
+        build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
     return tag
 
 

@@ -8,7 +8,8 @@ platform, cached per requirement set, then copied into the container and install
 A requirement with no wheel at all falls back to its sdist, built into a wheel on the host
 with `pip wheel`. That is only correct for pure-Python projects (the host's interpreter is
 not the target's), so a fallback that yields anything but a `py3-none-any`-style wheel is
-refused with an error naming the package.
+refused with an error naming the package, unless the image has a compiler (`sources=True`):
+then the sdist itself goes in, and pip builds it inside the image for the image's Python.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -37,13 +39,19 @@ class WheelDownloadError(RuntimeError):
     """pip could not provide wheels for the target; the message carries pip's own output."""
 
 
-def manylinux_platforms(python_version: str, arch: str | None = None) -> list[str]:
-    """Platform tags whose wheels run on the suite shipping this Python, newest first.
+def manylinux_platforms(
+    python_version: str, arch: str | None = None, suite: str | None = None
+) -> list[str]:
+    """Platform tags whose wheels run on the suite shipping this Python (or on `suite`, for
+    an interpreter the suite does not ship), newest first.
 
     pip does not expand `manylinux_2_X` to older glibc versions by itself (it only expands
     manylinux2014 -> 2010 -> 1), so every tag from the suite's glibc down to 2.17 is listed.
     """
-    glibc = next((s.glibc for s in SUITES.values() if s.python == python_version), None)
+    if suite is not None:
+        glibc = SUITES[suite].glibc
+    else:
+        glibc = next((s.glibc for s in SUITES.values() if s.python == python_version), None)
     if glibc is None:
         known = sorted({s.python for s in SUITES.values()})
         raise ValueError(f"no base image runs python {python_version!r}; known: {known}")
@@ -57,30 +65,35 @@ def download_wheels(
     dest: Path,
     python_version: str,
     platforms: Sequence[str] | None = None,
+    sources: bool = False,
 ) -> list[Path]:
     """Put wheels for `requirements` and all their dependencies into `dest`; return them.
 
-    python_version: "3.11" or "3.9" (the base image's). platforms: pip platform tags,
-    default manylinux_platforms(python_version) for this host's architecture. Results are
-    cached under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a cache hit runs no pip.
+    python_version: the target's, e.g. "3.11", "3.9", "3.6". platforms: pip platform tags,
+    default manylinux_platforms(python_version) for this host's architecture. sources: a
+    package with no wheel for the target and no pure-Python build goes in as its sdist (the
+    image must have a compiler). Results are cached under $DEEPSWE_CACHE/wheels/<hash of the
+    inputs>; a cache hit runs no pip.
     """
     platforms = list(platforms or manylinux_platforms(python_version))
-    key = json.dumps([sorted(requirements), python_version, platforms]).encode()
+    key = json.dumps([sorted(requirements), python_version, platforms, sources]).encode()
     cached = cache_root() / "wheels" / hashlib.sha256(key).hexdigest()[:16]
     cached.parent.mkdir(parents=True, exist_ok=True)
     with (cached.parent / f"{cached.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two processes filling one cache entry would race
         if not (cached / ".complete").exists():
-            _fill(cached, list(requirements), python_version, platforms)
+            _fill(cached, list(requirements), python_version, platforms, sources)
     dest.mkdir(parents=True, exist_ok=True)
     out = []
-    for wheel in sorted(cached.glob("*.whl")):
-        shutil.copy2(wheel, dest / wheel.name)
-        out.append(dest / wheel.name)
+    for dist in sorted([*cached.glob("*.whl"), *cached.glob("*.tar.gz"), *cached.glob("*.zip")]):
+        shutil.copy2(dist, dest / dist.name)
+        out.append(dest / dist.name)
     return out
 
 
-def _fill(cached: Path, requirements: list[str], python_version: str, platforms: list[str]):
+def _fill(
+    cached: Path, requirements: list[str], python_version: str, platforms: list[str], sources: bool
+):
     staging = cached.with_name(cached.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -108,11 +121,37 @@ def _fill(cached: Path, requirements: list[str], python_version: str, platforms:
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
         name = missing.group(1)
-        _build_pure_wheel(name, requirements, staging)
+        _build_pure_wheel(name, requirements, staging, sources)
         built.add(name.lower())
-    (staging / ".complete").write_text("\n".join(sorted(p.name for p in staging.glob("*.whl"))))
+    for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
+        stub.unlink()
+    names = sorted(p.name for p in staging.iterdir() if p.suffix in (".whl", ".gz", ".zip"))
+    (staging / ".complete").write_text("\n".join(names))
     shutil.rmtree(cached, ignore_errors=True)
     staging.rename(cached)
+
+
+_FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
+
+
+def versions_for_target(name: str, python_version: str, platforms: Sequence[str]) -> list[str]:
+    """Every version of `name` with a wheel (or sdist) pip would consider for the target,
+    oldest first, as pip lists them."""
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps"]
+    cmd += ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
+    for tag in platforms:
+        cmd += ["--platform", tag]
+    with _TempDir(cache_root() / "wheels" / f".probe-{os.getpid()}") as tmp:
+        res = subprocess.run(
+            [*cmd, "--dest", str(tmp), f"{name}==0.0.0.dev0+deepswe.probe"],
+            capture_output=True,
+            text=True,
+            timeout=PIP_TIMEOUT_S,
+        )
+    found = _FROM_VERSIONS.search(res.stdout + res.stderr)
+    if not found or found.group(1).strip() == "none":
+        return []
+    return [v.strip() for v in found.group(1).split(",")]
 
 
 def _unmet_for_target(wheel_dir: Path, python_version: str) -> list[str]:
@@ -149,8 +188,9 @@ def _pip_download(requirements, dest: Path, python_version: str, platforms: list
     return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
 
 
-def _build_pure_wheel(name: str, requirements: list[str], dest: Path) -> None:
-    """`pip wheel --no-deps` the sdist of `name` (pinned as in requirements) into dest."""
+def _build_pure_wheel(name: str, requirements: list[str], dest: Path, sources: bool) -> None:
+    """`pip wheel --no-deps` the sdist of `name` (pinned as in requirements) into dest; with
+    `sources`, a package that is not pure Python goes in as its sdist instead."""
     wanted = _matching_requirement(name, requirements) or name
     with _TempDir(dest / f".build-{name}") as tmp:
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", name]
@@ -161,12 +201,48 @@ def _build_pure_wheel(name: str, requirements: list[str], dest: Path) -> None:
                 f"no wheel for {name}, and its sdist did not build:\n{_tail(res)}"
             )
         for wheel in tmp.glob("*.whl"):
+            if not _PURE_TAG.search(wheel.name) and sources:
+                _download_sdist(wanted, dest)
+                _pure_stub(wheel, dest)
+                continue
             if not _PURE_TAG.search(wheel.name):
                 raise WheelDownloadError(
                     f"{name} has no wheel for the target and is not pure Python ({wheel.name}); "
                     "it would need a compiler for the target interpreter"
                 )
             shutil.move(str(wheel), dest / wheel.name)
+
+
+# A stub wheel stands in for a source-only package while the closure is resolved on the host
+# (pip download accepts only wheels): it carries the package's metadata, so its dependencies
+# are fetched too, and is deleted once the closure settles, leaving the sdist.
+STUB_MARK = "0deepswestub"
+
+
+def _download_sdist(wanted: str, dest: Path) -> None:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+    res = subprocess.run(
+        [*cmd, "--dest", str(dest), wanted], capture_output=True, text=True, timeout=PIP_TIMEOUT_S
+    )
+    if res.returncode != 0:
+        raise WheelDownloadError(f"no sdist for {wanted}:\n{_tail(res)}")
+
+
+def _pure_stub(host_wheel: Path, dest: Path) -> None:
+    """A py3-none-any wheel of the same name and version holding only host_wheel's metadata."""
+    name, version = host_wheel.name.split("-")[:2]
+    info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(host_wheel) as src:
+        meta = next(n for n in src.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = src.read(meta)
+    wheel_meta = (
+        b"Wheel-Version: 1.0\nGenerator: deepswe\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    stub = dest / f"{name}-{version}-{STUB_MARK}-py3-none-any.whl"
+    with zipfile.ZipFile(stub, "w") as out:
+        out.writestr(f"{info}/METADATA", metadata)
+        out.writestr(f"{info}/WHEEL", wheel_meta)
+        out.writestr(f"{info}/RECORD", "")
 
 
 def _matching_requirement(name: str, requirements: list[str]) -> str | None:

@@ -1,0 +1,200 @@
+"""Installs the way swebench's images do them, offline, on repositories made here in the shapes
+real SWE-Bench-Verified rows have: sequential pins that conflict, a build backend and a
+dependency the install discovers, a version read from git tags, a C extension, an interpreter
+the Debian images do not ship."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.toy import git
+from deepswe.env.images.offline import (
+    conflicting_releases,
+    missing_requirements,
+    self_install_extras,
+)
+
+PIP_LOG = """\
+ERROR: Could not find a version that satisfies the requirement setuptools-scm>=8 (from versions: none)
+ERROR: No matching distribution found for setuptools-scm>=8
+"""
+EASY_INSTALL_LOG = "error: Could not find suitable distribution for Requirement.parse('pbr>=1.8')\n"
+
+
+def test_what_pip_and_setuptools_report_missing_is_read_from_the_log():
+    assert missing_requirements(PIP_LOG) == ["setuptools-scm>=8"]
+    assert missing_requirements(EASY_INSTALL_LOG) == ["pbr>=1.8"]
+    assert missing_requirements("Successfully installed x\n") == []
+
+
+def test_a_resolution_conflict_names_the_releases_to_offer_older_versions_of():
+    """Regression (sphinx 4.3): the wheelhouse held only sphinxcontrib-applehelp 1.0.7, which
+    needs Sphinx>=5; online pip backtracks to 1.0.4, offline it had nothing to backtrack to."""
+    log = (
+        "The conflict is caused by:\n"
+        "    sphinx[test] 4.3.0.dev1 depends on sphinx 4.3.0.dev1 (from /testbed)\n"
+        "    sphinxcontrib-applehelp 1.0.7 depends on Sphinx>=5\n"
+    )
+    assert conflicting_releases(log) == [("sphinxcontrib-applehelp", "1.0.7")]
+
+
+def test_the_projects_own_install_is_recognised_with_its_extras():
+    assert self_install_extras(["sed -i s/a/b/ x", "python -m pip install -e .[test,docs]"]) == [
+        "test",
+        "docs",
+    ]
+    assert self_install_extras(["python -m pip install ."]) == []
+    assert self_install_extras(["python setup.py install"]) is None
+
+
+def _task(repo: Path, base: str, spec: EnvironmentSpec) -> Task:
+    return Task(
+        instance_id=f"shape__{repo.name}",
+        repo=f"shape/{repo.name}",
+        base_commit=base,
+        problem_statement="-",
+        source=TaskSource.CUSTOM,
+        environment=spec.model_copy(update={"source": str(repo)}),
+        test_spec=TestSpec(command="true", log_parser="pytest"),
+        hidden=HiddenTests(),
+    )
+
+
+def _run(task: Task, cmd: str) -> str:
+    from deepswe.env.images.task import ensure_task_image
+    from deepswe.env.sandbox import SandboxLimits
+    from deepswe.env.sandbox.docker import DockerSandbox
+
+    image = ensure_task_image(task, log=lambda _: None)
+    with DockerSandbox(image, SandboxLimits(memory="1g", pids=256)) as sb:
+        r = sb.run(cmd, timeout=120)
+    assert r.exit_code == 0, r.output
+    return r.stdout.strip()
+
+
+def _repo(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
+    repo = tmp_path / name
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    return repo
+
+
+@pytest.mark.docker
+def test_a_later_pip_step_replaces_an_earlier_pin(tmp_path):
+    """swebench installs the requirements file, then pip_packages in a second call: a pin there
+    wins (flask 2.3: markupsafe 2.1.2, then MarkupSafe==2.1.1). One resolver run over both would
+    be unsatisfiable."""
+    repo = _repo(tmp_path, "pins", {"README": "x\n"})
+    spec = EnvironmentSpec(
+        source="", pip=["iniconfig==2.0.0"], pip_after=[["packaging==24.0"], ["iniconfig==1.1.1"]]
+    )
+    task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+    code = "from importlib.metadata import version as v; print(v('iniconfig'), v('packaging'))"
+    out = _run(task, f'python -c "{code}"')
+    assert out == "1.1.1 24.0"
+
+
+SCM_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=64", "setuptools-scm>=8"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "scmpkg"
+dynamic = ["version"]
+dependencies = ["iniconfig"]
+
+[project.optional-dependencies]
+test = ["pluggy"]
+
+[tool.setuptools_scm]
+"""
+
+
+@pytest.mark.docker
+def test_build_backend_dependencies_and_a_tag_version_install_offline(tmp_path):
+    """pytest's shape: the build needs setuptools-scm (a build dependency nobody lists), the
+    project needs iniconfig and its test extra pluggy, and its version comes from the last tag
+    before base_commit; a tag made after base_commit must not reach the image."""
+    repo = _repo(
+        tmp_path,
+        "scmpkg",
+        {
+            "pyproject.toml": SCM_PYPROJECT,
+            "scmpkg/__init__.py": "from importlib.metadata import version\n__version__ = version('scmpkg')\n",
+        },
+    )
+    git(repo, "tag", "v1.2.3")
+    (repo / "scmpkg" / "more.py").write_text("X = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "more")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "commit", "-q", "--allow-empty", "-m", "future")
+    git(repo, "tag", "v9.9.9")
+    spec = EnvironmentSpec(source="", install=["python -m pip install -e .[test]"])
+    task = _task(repo, base, spec)
+    out = _run(
+        task, "python -c 'import scmpkg, iniconfig, pluggy; print(scmpkg.__version__)'; git tag"
+    )
+    version, tags = out.split("\n", 1)
+    assert version.startswith("1.2.4.dev1+g"), version
+    assert tags.split() == ["v1.2.3"]
+
+
+C_SETUP = """\
+from setuptools import Extension, setup
+
+setup(name="cext", version="1.0", packages=["cext"],
+      ext_modules=[Extension("cext._speed", ["cext/_speed.c"])])
+"""
+C_SOURCE = """\
+#include <Python.h>
+static PyObject *twice(PyObject *self, PyObject *arg) {
+    return PyLong_FromLong(2 * PyLong_AsLong(arg));
+}
+static PyMethodDef methods[] = {{"twice", twice, METH_O, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_speed", "", -1, methods};
+PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&mod); }
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_c_extension_builds_in_an_image_with_the_compiler_layer(tmp_path):
+    """astropy's shape: the repository compiles C; only such specs get build-essential (a base
+    image variant made by debootstrap, no apt in a container)."""
+    repo = _repo(
+        tmp_path, "cext", {"setup.py": C_SETUP, "cext/__init__.py": "", "cext/_speed.c": C_SOURCE}
+    )
+    spec = EnvironmentSpec(
+        source="",
+        apt=["build-essential", "python3-dev"],
+        pip=["setuptools", "wheel"],
+        install=["python -m pip install -e ."],
+    )
+    task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+    assert _run(task, "python -c 'from cext import _speed; print(_speed.twice(21))'") == "42"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_interpreter_from_the_host_runs_the_task(tmp_path, monkeypatch):
+    """django 3.x's shape (swebench: Python 3.6): a host CPython copied into a bookworm image."""
+    root = os.environ.get("DEEPSWE_HOST_PYTHONS") or str(Path.home() / ".pyenv" / "versions")
+    if not any(Path(root).glob("3.8.*/bin/python3")):
+        pytest.skip(f"no CPython 3.8 under {root}: set DEEPSWE_HOST_PYTHONS (hostpython.py)")
+    monkeypatch.setenv("DEEPSWE_HOST_PYTHONS", root)
+    repo = _repo(tmp_path, "py38", {"mod.py": "X = 1\n"})
+    spec = EnvironmentSpec(source="", python="3.8", pip=["iniconfig"])
+    task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+    out = _run(task, "python -c 'import sys, ssl, sqlite3, iniconfig; print(sys.version[:4])'")
+    assert out == "3.8."
