@@ -15,12 +15,18 @@ from deepswe.eval.config import EvalConfig
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
 from deepswe.eval.swebench_env import (
-    OFFLINE_PIP,
     UnsupportedEnv,
     build_from_source,
-    conda_to_pip,
     directives_of,
     prepare,
+)
+from deepswe.eval.swebench_install import (
+    CONDA_TOOLS_DEFAULT,
+    SETUP_COMMIT,
+    apt_and_commands,
+    conda_to_pip,
+    has_c_sources,
+    requirements_from_mirror,
 )
 
 
@@ -86,12 +92,16 @@ def django_mirror(tmp_path) -> tuple[Path, str, str]:
 
 def test_django_maps_to_bookworm_with_its_specs_and_directives(django_mirror):
     mirror, base, env = django_mirror
-    task = build_from_source(swebench_row_to_task(_row("django/django", "5.1", base, env)), mirror)
+    row = swebench_row_to_task(_row("django/django", "5.1", base, env))
+    task = build_from_source(row, mirror, probe=False)
     spec = task.environment
     assert task.image is None and spec.base == "bookworm"  # django 5.1: python 3.11
     assert spec.source == str(mirror / "django__django")
-    assert spec.pip == ["pytz", "asgiref >= 3.7.0", "sqlparse>=0.3.1"]
-    assert spec.install == [f"{OFFLINE_PIP}; python -m pip install -e ."]
+    # swebench's order: conda's tools, the requirements file, then (none here) pip_packages
+    assert spec.pip == CONDA_TOOLS_DEFAULT
+    assert spec.pip_after == [["pytz", "asgiref >= 3.7.0", "sqlparse>=0.3.1"]]
+    assert spec.install == ["python -m pip install -e .", SETUP_COMMIT]
+    assert spec.apt == ["locales"] or spec.apt == []  # 5.1 has no locale step
     # test_cmd + Django's dotted directive; docs/notes.txt is not a test file
     assert (
         "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 model_fields.test_decimal"
@@ -101,10 +111,13 @@ def test_django_maps_to_bookworm_with_its_specs_and_directives(django_mirror):
     assert directives_of(task) == ["model_fields.test_decimal"]
 
 
-def test_python_36_django_is_unsupported_not_graded(django_mirror, tmp_path):
+def test_python_36_without_a_host_interpreter_is_unsupported_not_graded(
+    django_mirror, tmp_path, monkeypatch
+):
     mirror, base, _ = django_mirror
+    monkeypatch.delenv("DEEPSWE_HOST_PYTHONS", raising=False)
     old = swebench_row_to_task(_row("django/django", "3.0", base))  # swebench: python 3.6
-    with pytest.raises(UnsupportedEnv, match=r"Python 3\.6"):
+    with pytest.raises(UnsupportedEnv, match=r"needs Python 3\.6: .*DEEPSWE_HOST_PYTHONS"):
         prepare(old, mode="build", mirror=mirror)
     # the runner records it per run as unsupported_env, with no episode and no grade
     store = RunStore(tmp_path / "run")
@@ -126,10 +139,49 @@ def test_conda_environment_yml_is_unsupported(django_mirror):
 def test_requests_uses_bullseye_and_pytest_directives(tmp_path):
     patch = "diff --git a/tests/test_requests.py b/tests/test_requests.py\n--- a/tests/test_requests.py\n+++ b/tests/test_requests.py\n"
     task = swebench_row_to_task(_row("psf/requests", "2.31", "abc", test_patch=patch))
-    built = build_from_source(task, None)  # no mirror: the GitHub URL is the source
-    assert built.environment.base == "bullseye" and built.environment.pip == ["pytest"]
+    built = build_from_source(task, None, probe=False)  # no mirror: the GitHub URL is the source
+    assert built.environment.base == "bullseye" and built.environment.pip_after == [["pytest"]]
     assert built.environment.source == "https://github.com/psf/requests.git"
     assert built.test_spec.command.endswith("pytest -rA tests/test_requests.py\n)")
+
+
+def test_requirements_follow_swebench_includes_and_drop_inline_comments(tmp_path):
+    """Regressions: `-r ../x.txt` read nothing (matplotlib 3.4's dev requirements are only
+    such includes), and a line with an inline comment reached pip as a requirement
+    ("Invalid requirement: 'astroid==2.12.13  # Pinned ...'", pylint)."""
+    repo = tmp_path / "matplotlib__matplotlib"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit = _commit(
+        repo,
+        {
+            "requirements/dev/dev-requirements.txt": "-r ../testing/all.txt\nastroid==2.8.0  # pinned\n",
+            "requirements/testing/all.txt": "pytest\n# a comment\n-e .\n",
+        },
+        "reqs",
+    )
+    task = swebench_row_to_task(_row("matplotlib/matplotlib", "3.4", commit))
+    assert requirements_from_mirror(task, repo) == ["pytest", "astroid==2.8.0"]
+
+
+def test_apt_lines_become_base_image_packages_and_downloads_are_unsupported():
+    task = swebench_row_to_task(_row("sphinx-doc/sphinx", "7.2", "abc"))
+    specs = {
+        "pre_install": ["apt-get update && apt-get install -y graphviz", "sed -i 's/a/b/' tox.ini"],
+        "eval_commands": ["export LANG=en_US.UTF-8"],
+    }
+    assert apt_and_commands(task, specs) == (["graphviz", "locales"], ["sed -i 's/a/b/' tox.ini"])
+    with pytest.raises(UnsupportedEnv, match="downloads"):
+        apt_and_commands(task, {"pre_install": ["wget https://x/qhull.tgz"]})
+
+
+def test_c_sources_outside_tests_ask_for_a_compiler(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    only_test = _commit(repo, {"tests/roots/ext/fixture.pyx": "", "pkg/mod.py": ""}, "a")
+    compiled = _commit(repo, {"pkg/_speedups.c": "int x;\n"}, "b")
+    assert not has_c_sources(repo, only_test) and has_c_sources(repo, compiled)
 
 
 def test_conda_package_lists_become_pip_requirements():
@@ -220,5 +272,5 @@ def test_official_image_mode_runs_in_its_conda_env(django_mirror):
         "( source /opt/miniconda3/bin/activate && conda activate testbed"
     )
     # no such image in the engine: built from source instead
-    built = prepare(task, mode="auto", mirror=mirror, image_exists=lambda name: False)
+    built = prepare(task, mode="auto", mirror=mirror, image_exists=lambda name: False, probe=False)
     assert built.image is None and built.environment.base == "bookworm"

@@ -1,45 +1,35 @@
 """SWE-bench tasks on our registry-free images: a SWE-bench Task -> a Task with an
-EnvironmentSpec that `deepswe.env.images.task.ensure_task_image` can build.
+EnvironmentSpec that `deepswe.env.images.task.ensure_task_image` can build, offline.
 
 The install and test recipe comes from the `swebench` package used as a library (4.1.0:
 `MAP_REPO_VERSION_TO_SPECS`, `MAP_REPO_TO_REQS_PATHS`, `get_test_directives`,
-`clean_requirements`); we translate it from conda to our Debian base images:
-
-- python version -> base suite: 3.11 -> bookworm, 3.9 -> bullseye; anything else (3.5, 3.6,
-  3.8, 3.10, ...) is UnsupportedEnv, reported as `unsupported_env` and never graded;
-- `packages` -> pip requirements: "requirements.txt" is read from the repository mirror at
-  environment_setup_commit (following `-r` includes, dropping the lines swebench drops); a
-  conda package list is split and its `pkg=1.2` pins become `pkg==1.2`; "environment.yml"
-  needs conda and is UnsupportedEnv; `pip_packages` are added as they are;
-- `pre_install` + `install` -> install commands, run offline (no index, no build isolation:
-  every dependency is already installed from host-downloaded wheels);
-- test command = `eval_commands`, the re-install, then `test_cmd` + the test directives of the
-  test patch, in the order swebench's eval script runs them (make_eval_script_list_py).
+`clean_requirements`); `swebench_install` translates the install sequence step for step (its
+docstring has the table). The test command is `eval_commands`, the re-install, then
+`test_cmd` + the test directives of the test patch, in the order swebench's eval script runs
+them (make_eval_script_list_py).
 """
 
 from __future__ import annotations
 
-import shlex
-import subprocess
+import functools
 from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource, TestSpec
+from deepswe.eval.swebench_install import (
+    COMPILER,
+    SETUP_COMMIT,
+    SwebenchEnvError,
+    UnsupportedEnv,
+    apt_and_commands,
+    conda_tools,
+    has_c_sources,
+    requirement_steps,
+)
 
 BASE_FOR_PYTHON = {"3.11": "bookworm", "3.9": "bullseye"}
-# Offline pip for install commands: the env layer holds every requirement already.
-OFFLINE_PIP = (
-    "export PIP_NO_INDEX=1 PIP_NO_BUILD_ISOLATION=0"  # "0" disables isolation (pip's env-var quirk)
-)
+HOST_PYTHON_BASE = "bookworm"  # a host-built CPython runs on the suite it was built for
 REINSTALL_LOG = "/tmp/deepswe-reinstall.log"
 CONDA_ACTIVATE = "source /opt/miniconda3/bin/activate && conda activate testbed"
-
-
-class UnsupportedEnv(Exception):
-    """No base image of ours serves this instance's environment; the message says why."""
-
-
-class SwebenchEnvError(ValueError):
-    """The instance cannot be mapped (missing mirror file, unknown repo/version)."""
 
 
 def specs_for(task: Task) -> dict:
@@ -53,14 +43,18 @@ def specs_for(task: Task) -> dict:
         ) from None
 
 
-def base_for(task: Task, specs: dict) -> str:
-    python = specs.get("python")
-    if python not in BASE_FOR_PYTHON:
-        served = ", ".join(f"{v} ({s})" for v, s in BASE_FOR_PYTHON.items())
-        raise UnsupportedEnv(
-            f"{task.instance_id}: needs Python {python}; our base images serve {served}"
-        )
-    return BASE_FOR_PYTHON[python]
+def interpreter_for(task: Task, specs: dict) -> tuple[str, str | None]:
+    """(Debian suite, host Python version or None) for the spec's Python."""
+    python = str(specs.get("python"))
+    if python in BASE_FOR_PYTHON:
+        return BASE_FOR_PYTHON[python], None
+    from deepswe.env.images.hostpython import NoHostPython, host_python
+
+    try:
+        host_python(python)
+    except NoHostPython as exc:
+        raise UnsupportedEnv(f"{task.instance_id}: needs Python {python}: {exc}") from None
+    return HOST_PYTHON_BASE, python
 
 
 def mirror_path(mirror: Path, repo: str) -> Path:
@@ -68,72 +62,55 @@ def mirror_path(mirror: Path, repo: str) -> Path:
     return Path(mirror) / repo.replace("/", "__")
 
 
-def _git_show(repo_dir: Path, commit: str, path: str) -> str | None:
-    res = subprocess.run(
-        ["git", "-C", str(repo_dir), "show", f"{commit}:{path}"], capture_output=True, text=True
-    )
-    return res.stdout if res.returncode == 0 else None
+@functools.lru_cache(maxsize=256)
+def wheel_gap(steps: tuple[tuple[str, ...], ...], python: str, suite: str | None) -> str | None:
+    """The first package of `steps` that has no wheel for the target and no pure-Python build
+    (so the image needs a compiler), or None. Downloads into the wheel cache the build reuses."""
+    import tempfile
+
+    from deepswe.env.images import WheelDownloadError, download_wheels, manylinux_platforms
+
+    platforms = manylinux_platforms(python, suite=suite)
+    with tempfile.TemporaryDirectory(prefix="deepswe-probe-") as tmp:
+        for step in steps:
+            try:
+                download_wheels(list(step), Path(tmp), python, platforms)
+            except WheelDownloadError as exc:
+                if "would need a compiler" in str(exc):
+                    return str(exc).split(" has no wheel", 1)[0].split()[-1]
+                raise SwebenchEnvError(f"wheels for {list(step)}: {exc}") from exc
+    return None
 
 
-def _keep(line: str) -> bool:
-    # swebench's get_requirements_by_commit drops these lines (editable self, comments, extras)
-    s = line.strip()
-    return bool(s) and not any(s.startswith(x) for x in ("-e .", "#", ".[test"))
+def environment_for(
+    task: Task, specs: dict, repo_dir: Path | None, source: str, probe: bool = True
+) -> EnvironmentSpec:
+    """The EnvironmentSpec that installs `task` as swebench's images do, offline.
 
-
-def requirements_from_mirror(task: Task, repo_dir: Path) -> list[str]:
-    """The requirements file swebench would fetch from GitHub, read from the local clone."""
-    from swebench.harness.constants import MAP_REPO_TO_REQS_PATHS
-    from swebench.harness.test_spec.python import clean_requirements
-
+    The image gets a compiler when the repository has C sources, or (`probe`: asks PyPI, the
+    answer cached in the wheel cache) when a requirement has no wheel for the Python."""
+    suite, host = interpreter_for(task, specs)
+    python = host or str(specs["python"])
+    apt, pre_install = apt_and_commands(task, specs)
+    steps = requirement_steps(task, specs, repo_dir)
     commit = task.environment_setup_commit or task.base_commit
-    for req_path in MAP_REPO_TO_REQS_PATHS.get(task.repo, []):
-        text = _git_show(repo_dir, commit, req_path)
-        if text is not None:
-            break
-    else:
-        raise SwebenchEnvError(
-            f"{task.instance_id}: none of {MAP_REPO_TO_REQS_PATHS.get(task.repo)} exists at "
-            f"{commit} in {repo_dir}"
-        )
-    folder = "/".join(req_path.split("/")[:-1])
-    # as swebench: the lines of every `-r` include first, in order, then the file's own lines
-    included: list[str] = []
-    own: list[str] = []
-    for line in text.splitlines():
-        if line.strip().startswith("-r"):
-            inc = line.strip()[2:].strip()
-            sub = _git_show(repo_dir, commit, f"{folder}/{inc}" if folder else inc) or ""
-            included += [x for x in sub.splitlines() if _keep(x)]
-        elif _keep(line):
-            own.append(line)
-    lines = included + own
-    return [x.strip() for x in clean_requirements("\n".join(lines)).splitlines() if x.strip()]
-
-
-def conda_to_pip(packages: str) -> list[str]:
-    """A conda package list ("numpy scipy 'cython=0.29'") as pip requirements."""
-    out = []
-    for spec in shlex.split(packages):
-        name, op, ver = spec.partition("=")
-        out.append(spec if not op or ver.startswith("=") else f"{name}=={ver}")
-    return out
-
-
-def pip_requirements(task: Task, specs: dict, repo_dir: Path | None) -> list[str]:
-    pkgs = specs.get("packages", "")
-    if pkgs == "environment.yml":
-        raise UnsupportedEnv(f"{task.instance_id}: its environment is a conda environment.yml")
-    if pkgs == "requirements.txt":
-        if repo_dir is None:
-            raise SwebenchEnvError(
-                f"{task.instance_id}: reading requirements.txt needs --repo-mirror with "
-                f"{task.repo.replace('/', '__')}"
-            )
-        reqs = requirements_from_mirror(task, repo_dir)
-    else:
-        reqs = conda_to_pip(pkgs) if pkgs else []
-    return reqs + list(specs.get("pip_packages", []))
+    compiled = has_c_sources(repo_dir, commit)
+    if not compiled and probe:
+        compiled = wheel_gap(tuple(tuple(s) for s in steps), python, suite if host else None)
+    if compiled:
+        apt += COMPILER + ([] if host else ["python3-dev"])
+    install = [*pre_install, specs.get("install", ""), SETUP_COMMIT]
+    return EnvironmentSpec(
+        base=suite,
+        python=host,
+        source=source,
+        apt=sorted(set(apt)),
+        pip=conda_tools(python),
+        pip_after=steps,
+        install=[cmd for cmd in install if cmd],
+        test_cmd=specs["test_cmd"],
+        log_parser="swebench",
+    )
 
 
 def directives_of(task: Task) -> list[str]:
@@ -150,37 +127,29 @@ def eval_test_command(task: Task, specs: dict, *, conda: bool = False) -> str:
     parts += list(specs.get("eval_commands", []))
     if "install" in specs:
         # swebench re-installs before testing (a patch may touch compiled code); a failure
-        # there does not stop its script (no `set -e`), nor ours. Output kept out of the log.
-        pip_env = "" if conda else f"{OFFLINE_PIP}; "
+        # there does not stop its script (no `set -e`), nor ours. Output kept out of the log;
+        # offline like every pip run in our images (their PIP_NO_INDEX, PIP_FIND_LINKS).
         parts.append(
-            f"( {pip_env}{specs['install']} ) > {REINSTALL_LOG} 2>&1 "
+            f"( {specs['install']} ) > {REINSTALL_LOG} 2>&1 "
             f"|| echo 'deepswe: re-install failed, see {REINSTALL_LOG}'"
         )
     parts.append(" ".join([specs["test_cmd"], *directives_of(task)]))
     return "( " + "\n".join(parts) + "\n)"
 
 
-def build_from_source(task: Task, mirror: Path | None, *, timeout_s: float = 1800.0) -> Task:
-    """`task` with an EnvironmentSpec built from our base images. Raises UnsupportedEnv."""
+def build_from_source(
+    task: Task, mirror: Path | None, *, timeout_s: float = 1800.0, probe: bool = True
+) -> Task:
+    """`task` with an EnvironmentSpec built on our base images. Raises UnsupportedEnv."""
     specs = specs_for(task)
-    base = base_for(task, specs)
+    interpreter_for(task, specs)  # an unsupported environment says so before any mirror check
+    if specs.get("packages") == "environment.yml":
+        requirement_steps(task, specs, None)  # raises UnsupportedEnv, naming the reason
     repo_dir = mirror_path(mirror, task.repo) if mirror else None
     if repo_dir is not None and not repo_dir.is_dir():
         raise SwebenchEnvError(f"{task.instance_id}: no clone of {task.repo} at {repo_dir}")
     source = str(repo_dir) if repo_dir else f"https://github.com/{task.repo}.git"
-    install = [
-        f"{OFFLINE_PIP}; {cmd}"
-        for cmd in [*specs.get("pre_install", []), specs.get("install", "")]
-        if cmd
-    ]
-    env = EnvironmentSpec(
-        base=base,
-        source=source,
-        pip=pip_requirements(task, specs, repo_dir),
-        install=install,
-        test_cmd=specs["test_cmd"],
-        log_parser="swebench",
-    )
+    env = environment_for(task, specs, repo_dir, source, probe)
     spec = TestSpec(
         command=eval_test_command(task, specs), log_parser="swebench", timeout_s=timeout_s
     )
@@ -204,7 +173,7 @@ def needs_swebench_env(task: Task) -> bool:
 
 
 def prepare_all(
-    tasks: list[Task], *, mode: str, mirror: Path | None
+    tasks: list[Task], *, mode: str, mirror: Path | None, probe: bool = True
 ) -> tuple[list[Task], dict[str, str]]:
     """Every task prepared (`prepare`), and {instance_id: why} for those no environment of ours
     serves (they stay as they were and are recorded unsupported_env, never run)."""
@@ -213,14 +182,16 @@ def prepare_all(
     out, unsupported = [], {}
     for t in tasks:
         try:
-            out.append(prepare(t, mode=mode, mirror=mirror, image_exists=image_exists))
+            out.append(prepare(t, mode=mode, mirror=mirror, image_exists=image_exists, probe=probe))
         except UnsupportedEnv as exc:
             out.append(t)
             unsupported[t.instance_id] = str(exc)
     return out, unsupported
 
 
-def prepare(task: Task, *, mode: str, mirror: Path | None, image_exists=None) -> Task:
+def prepare(
+    task: Task, *, mode: str, mirror: Path | None, image_exists=None, probe: bool = True
+) -> Task:
     """Fill a SWE-bench task in: mode "build" (from source), "image" (official image) or "auto"
     (the official image when the engine already has it, else build). Other tasks pass through."""
     if not needs_swebench_env(task):
@@ -229,4 +200,21 @@ def prepare(task: Task, *, mode: str, mirror: Path | None, image_exists=None) ->
         mode == "auto" and task.image and image_exists and image_exists(task.image)
     ):
         return with_official_image(task)
-    return build_from_source(task, mirror)
+    return build_from_source(task, mirror, probe=probe)
+
+
+__all__ = [
+    "SwebenchEnvError",
+    "UnsupportedEnv",
+    "build_from_source",
+    "directives_of",
+    "environment_for",
+    "eval_test_command",
+    "interpreter_for",
+    "mirror_path",
+    "needs_swebench_env",
+    "prepare",
+    "prepare_all",
+    "specs_for",
+    "with_official_image",
+]
