@@ -1,4 +1,4 @@
-"""The deepswe-eval command line: `run`, `validate`, `report`, `grade`.
+"""The deepswe-eval command line: `run`, `validate`, `report`, `grade`, `envs`.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
 edited by `eval.a.b=value` overrides and by the flags below, in that order.
@@ -227,6 +227,24 @@ def _clean_leftover_sandboxes() -> None:
         gc()
     except Exception as exc:  # no engine: the episodes will say so as infra errors
         typer.echo(f"note: could not clean leftover sandboxes: {exc}", err=True)
+
+
+@app.command()
+def envs(
+    dataset: str = typer.Option("swe-bench-verified", help=DATASET_HELP),
+    repo_mirror: Path = typer.Option(None, help="folder of git clones (compiler detection)"),
+    all_specs: bool = typer.Option(False, help="also specs no task of the dataset uses"),
+) -> None:
+    """Every SWE-bench (repository, version) environment: can this machine build it, and why
+    not; how many instances of the dataset each serves."""
+    from deepswe.eval.swebench_coverage import markdown, spec_rows, summary
+
+    tasks = load_dataset(dataset, None, None)
+    rows = spec_rows(tasks, repo_mirror, all_specs)
+    if not rows:
+        _fail(f"dataset {dataset}: no SWE-bench repositories in it")
+    typer.echo(markdown(rows))
+    typer.echo(json.dumps(summary(rows), indent=1))
 
 
 @app.command()
