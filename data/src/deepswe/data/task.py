@@ -48,6 +48,10 @@ class EnvironmentSpec(_Frozen):
     install: list[str] = []
     """Shell commands run in /testbed after the pip steps, offline: pip finds what it needs in
     the image's wheelhouse (PIP_NO_INDEX, PIP_FIND_LINKS)."""
+    index_date: str | None = None
+    """Resolve requirements from the package index as it stood on this date (ISO 8601, pip's
+    --uploaded-prior-to): the state the reference environment was built from. None: today's
+    releases, which for unpinned dependencies can change what the tests see."""
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
 

@@ -72,8 +72,17 @@ def missing_requirements(log: str) -> list[str]:
 class Wheelhouse:
     """A build's wheelhouse folder plus the extra requirements learned for one image."""
 
-    def __init__(self, folder: Path, key: str, python: str, platforms: list[str], sources: bool):
+    def __init__(
+        self,
+        folder: Path,
+        key: str,
+        python: str,
+        platforms: list[str],
+        sources: bool,
+        before: str | None = None,
+    ):
         self.folder, self.python, self.platforms, self.sources = folder, python, platforms, sources
+        self.before = before
         self.learned_file = cache_root() / "learned" / f"{key}.json"
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -92,7 +101,7 @@ class Wheelhouse:
         except InvalidVersion:
             return []
         older = []
-        for v in versions_for_target(name, self.python, self.platforms):
+        for v in versions_for_target(name, self.python, self.platforms, self.before):
             try:
                 if Version(v) < below:
                     older.append(v)
@@ -111,7 +120,9 @@ class Wheelhouse:
         if not requirements:
             return
         try:
-            download_wheels(requirements, self.folder, self.python, self.platforms, self.sources)
+            download_wheels(
+                requirements, self.folder, self.python, self.platforms, self.sources, self.before
+            )
         except WheelDownloadError as exc:
             raise ImageBuildError(f"wheels for {requirements}: {exc}") from exc
         if remember:

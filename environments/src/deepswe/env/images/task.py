@@ -42,8 +42,9 @@ from deepswe.env.images.recipe import base_image_tag, python_version
 from deepswe.env.images.wheels import manylinux_platforms, pip_install_command
 from deepswe.env.sandbox.docker import client
 
-# 2: PYTHONDONTWRITEBYTECODE. 3: offline wheelhouses kept, pip steps, apt, host pythons, old tags.
-RECIPE_VERSION = "3"
+# 2: PYTHONDONTWRITEBYTECODE. 3: offline wheelhouses kept, pip steps, apt, host pythons, old
+# tags. 4: the venv's packages visible to its base interpreter.
+RECIPE_VERSION = "4"
 Log = Callable[[str], None]
 # The Debian packages that give an image a C compiler (and Debian's Python headers); a spec that
 # lists COMPILER may take sdists of packages without wheels: pip builds them in the image.
@@ -130,7 +131,7 @@ def _wheelhouse(spec: EnvironmentSpec, folder: Path, key: str) -> Wheelhouse:
     suite = spec.base if spec.python else None  # a host interpreter runs on the suite's glibc
     python = target_python(spec)
     platforms = manylinux_platforms(python, suite=suite)
-    return Wheelhouse(folder, key, python, platforms, sources=COMPILER in spec.apt)
+    return Wheelhouse(folder, key, python, platforms, COMPILER in spec.apt, before=spec.index_date)
 
 
 def _interpreter_lines(spec: EnvironmentSpec, ctx: Path) -> list[str]:

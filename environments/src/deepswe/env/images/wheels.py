@@ -31,7 +31,14 @@ from deepswe.env.images.recipe import SUITES, cache_root, debian_arch
 
 PIP_TIMEOUT_S = 900
 MAX_SDIST_FALLBACKS = 20
-_NO_DIST = re.compile(r"No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)")
+# The name, and the version range pip wanted (a transitive pin such as astroid's
+# "wrapt<1.13,>=1.11" is not among the requirements the caller gave).
+_NO_DIST = re.compile(r"No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)(\S*)")
+# A dependency with no wheel at all can also surface as a resolution conflict (coveralls needs
+# docopt, sdist only): pip names it after "Additionally, ...".
+_NO_DIST_IN_CONFLICT = re.compile(
+    r"no matching distributions available for your environment:\s*\n\s+([A-Za-z0-9][A-Za-z0-9._-]*)()"
+)
 _PURE_TAG = re.compile(r"-py[23][0-9]*(\.py[23][0-9]*)?-none-any\.whl$")
 
 
@@ -66,23 +73,25 @@ def download_wheels(
     python_version: str,
     platforms: Sequence[str] | None = None,
     sources: bool = False,
+    before: str | None = None,
 ) -> list[Path]:
     """Put wheels for `requirements` and all their dependencies into `dest`; return them.
 
     python_version: the target's, e.g. "3.11", "3.9", "3.6". platforms: pip platform tags,
     default manylinux_platforms(python_version) for this host's architecture. sources: a
     package with no wheel for the target and no pure-Python build goes in as its sdist (the
-    image must have a compiler). Results are cached under $DEEPSWE_CACHE/wheels/<hash of the
+    image must have a compiler). before: resolve from the index as it stood then (ISO 8601,
+    pip's --uploaded-prior-to). Results are cached under $DEEPSWE_CACHE/wheels/<hash of the
     inputs>; a cache hit runs no pip.
     """
     platforms = list(platforms or manylinux_platforms(python_version))
-    key = json.dumps([sorted(requirements), python_version, platforms, sources]).encode()
+    key = json.dumps([sorted(requirements), python_version, platforms, sources, before]).encode()
     cached = cache_root() / "wheels" / hashlib.sha256(key).hexdigest()[:16]
     cached.parent.mkdir(parents=True, exist_ok=True)
     with (cached.parent / f"{cached.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two processes filling one cache entry would race
         if not (cached / ".complete").exists():
-            _fill(cached, list(requirements), python_version, platforms, sources)
+            _fill(cached, list(requirements), python_version, platforms, sources, _pip_env(before))
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for dist in sorted([*cached.glob("*.whl"), *cached.glob("*.tar.gz"), *cached.glob("*.zip")]):
@@ -91,15 +100,25 @@ def download_wheels(
     return out
 
 
+def _pip_env(before: str | None) -> dict[str, str] | None:
+    """The environment of pip subprocesses: as ours, plus the index date when there is one."""
+    return {**os.environ, "PIP_UPLOADED_PRIOR_TO": before} if before else None
+
+
 def _fill(
-    cached: Path, requirements: list[str], python_version: str, platforms: list[str], sources: bool
+    cached: Path,
+    requirements: list[str],
+    python_version: str,
+    platforms: list[str],
+    sources: bool,
+    env: dict[str, str] | None,
 ):
     staging = cached.with_name(cached.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     built: set[str] = set()
     while True:
-        res = _pip_download(requirements, staging, python_version, platforms)
+        res = _pip_download(requirements, staging, python_version, platforms, env)
         if res.returncode == 0:
             extra = _unmet_for_target(staging, python_version)
             if not extra:
@@ -111,7 +130,9 @@ def _fill(
                 raise WheelDownloadError(f"dependency closure did not settle: {extra}")
             requirements = [*requirements, *extra]
             continue
-        missing = _NO_DIST.search(res.stdout + res.stderr)
+        missing = _NO_DIST.search(res.stdout + res.stderr) or _NO_DIST_IN_CONFLICT.search(
+            res.stdout + res.stderr
+        )
         if (
             missing is None
             or missing.group(1).lower() in built
@@ -121,7 +142,7 @@ def _fill(
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
         name = missing.group(1)
-        _build_pure_wheel(name, requirements, staging, sources)
+        _build_pure_wheel(name, requirements, staging, sources, name + missing.group(2), env)
         built.add(name.lower())
     for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
         stub.unlink()
@@ -134,7 +155,9 @@ def _fill(
 _FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
 
 
-def versions_for_target(name: str, python_version: str, platforms: Sequence[str]) -> list[str]:
+def versions_for_target(
+    name: str, python_version: str, platforms: Sequence[str], before: str | None = None
+) -> list[str]:
     """Every version of `name` with a wheel (or sdist) pip would consider for the target,
     oldest first, as pip lists them."""
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps"]
@@ -147,6 +170,7 @@ def versions_for_target(name: str, python_version: str, platforms: Sequence[str]
             capture_output=True,
             text=True,
             timeout=PIP_TIMEOUT_S,
+            env=_pip_env(before),
         )
     found = _FROM_VERSIONS.search(res.stdout + res.stderr)
     if not found or found.group(1).strip() == "none":
@@ -178,31 +202,38 @@ def _unmet_for_target(wheel_dir: Path, python_version: str) -> list[str]:
     return [f"{r.name}{r.specifier}" for r in missing.values()]
 
 
-def _pip_download(requirements, dest: Path, python_version: str, platforms: list[str]):
+def _pip_download(requirements, dest: Path, python_version: str, platforms: list[str], env=None):
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
     cmd += ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
     for tag in platforms:
         cmd += ["--platform", tag]
     # find-links on dest: fallback wheels built in earlier rounds satisfy the resolver.
     cmd += ["--dest", str(dest), "--find-links", str(dest), *requirements]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
 
 
-def _build_pure_wheel(name: str, requirements: list[str], dest: Path, sources: bool) -> None:
+def _build_pure_wheel(
+    name: str,
+    requirements: list[str],
+    dest: Path,
+    sources: bool,
+    wanted: str | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
     """`pip wheel --no-deps` the sdist of `name` (pinned as in requirements) into dest; with
     `sources`, a package that is not pure Python goes in as its sdist instead."""
-    wanted = _matching_requirement(name, requirements) or name
+    wanted = _matching_requirement(name, requirements) or wanted or name
     with _TempDir(dest / f".build-{name}") as tmp:
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", name]
         cmd += ["--wheel-dir", str(tmp), wanted]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
         if res.returncode != 0:
             raise WheelDownloadError(
                 f"no wheel for {name}, and its sdist did not build:\n{_tail(res)}"
             )
         for wheel in tmp.glob("*.whl"):
             if not _PURE_TAG.search(wheel.name) and sources:
-                _download_sdist(wanted, dest)
+                _download_sdist(wanted, dest, env)
                 _pure_stub(wheel, dest)
                 continue
             if not _PURE_TAG.search(wheel.name):
@@ -219,11 +250,10 @@ def _build_pure_wheel(name: str, requirements: list[str], dest: Path, sources: b
 STUB_MARK = "0deepswestub"
 
 
-def _download_sdist(wanted: str, dest: Path) -> None:
+def _download_sdist(wanted: str, dest: Path, env: dict[str, str] | None = None) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-    res = subprocess.run(
-        [*cmd, "--dest", str(dest), wanted], capture_output=True, text=True, timeout=PIP_TIMEOUT_S
-    )
+    cmd += ["--dest", str(dest), wanted]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
     if res.returncode != 0:
         raise WheelDownloadError(f"no sdist for {wanted}:\n{_tail(res)}")
 
