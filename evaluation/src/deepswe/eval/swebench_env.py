@@ -23,6 +23,7 @@ from deepswe.eval.swebench_install import (
     apt_and_commands,
     conda_tools,
     has_c_sources,
+    index_date,
     requirement_steps,
 )
 
@@ -63,7 +64,9 @@ def mirror_path(mirror: Path, repo: str) -> Path:
 
 
 @functools.lru_cache(maxsize=256)
-def wheel_gap(steps: tuple[tuple[str, ...], ...], python: str, suite: str | None) -> str | None:
+def wheel_gap(
+    steps: tuple[tuple[str, ...], ...], python: str, suite: str | None, before: str | None
+) -> str | None:
     """The first package of `steps` that has no wheel for the target and no pure-Python build
     (so the image needs a compiler), or None. Downloads into the wheel cache the build reuses."""
     import tempfile
@@ -74,7 +77,7 @@ def wheel_gap(steps: tuple[tuple[str, ...], ...], python: str, suite: str | None
     with tempfile.TemporaryDirectory(prefix="deepswe-probe-") as tmp:
         for step in steps:
             try:
-                download_wheels(list(step), Path(tmp), python, platforms)
+                download_wheels(list(step), Path(tmp), python, platforms, before=before)
             except WheelDownloadError as exc:
                 if "would need a compiler" in str(exc):
                     return str(exc).split(" has no wheel", 1)[0].split()[-1]
@@ -96,7 +99,8 @@ def environment_for(
     commit = task.environment_setup_commit or task.base_commit
     compiled = has_c_sources(repo_dir, commit)
     if not compiled and probe:
-        compiled = wheel_gap(tuple(tuple(s) for s in steps), python, suite if host else None)
+        steps_key = tuple(tuple(s) for s in steps)
+        compiled = wheel_gap(steps_key, python, suite if host else None, index_date())
     if compiled:
         apt += COMPILER + ([] if host else ["python3-dev"])
     install = [*pre_install, specs.get("install", ""), SETUP_COMMIT]
@@ -108,6 +112,7 @@ def environment_for(
         pip=conda_tools(python),
         pip_after=steps,
         install=[cmd for cmd in install if cmd],
+        index_date=index_date(),
         test_cmd=specs["test_cmd"],
         log_parser="swebench",
     )

@@ -42,6 +42,11 @@ CONDA_TOOLS: dict[str, list[str]] = {
     "3.7": ["pip==22.3.1", "setuptools==65.6.3", "wheel==0.38.4"],
 }
 CONDA_TOOLS_DEFAULT = ["pip==23.3.1", "setuptools==68.2.2", "wheel==0.41.2"]
+# Unpinned requirements resolve from the index as it stood when SWE-Bench-Verified was released
+# and validated (2024-08-13, its FAIL_TO_PASS/PASS_TO_PASS lists checked against environments
+# built then): today's releases change outputs tests compare (Pygments' HTML for sphinx).
+# $DEEPSWE_SWEBENCH_INDEX_DATE overrides it ("" for today's index).
+INDEX_DATE = "2024-08-13T00:00:00Z"
 COMPILER = ["build-essential", "pkg-config"]
 DEBIAN_HEADERS = "python3-dev"  # headers of the suite's own Python (a host CPython has its own)
 C_SOURCES = re.compile(r"\.(c|cc|cpp|cxx|pyx|f|f90)$")
@@ -170,6 +175,12 @@ def has_c_sources(repo_dir: Path | None, commit: str) -> bool:
     return any(C_SOURCES.search(p) and not NOT_BUILT.search(p) for p in res.stdout.splitlines())
 
 
+def index_date() -> str | None:
+    import os
+
+    return os.environ.get("DEEPSWE_SWEBENCH_INDEX_DATE", INDEX_DATE) or None
+
+
 def conda_tools(python: str) -> list[str]:
     return list(CONDA_TOOLS.get(python, CONDA_TOOLS_DEFAULT))
 
@@ -183,6 +194,7 @@ __all__ = [
     "conda_tools",
     "conda_to_pip",
     "has_c_sources",
+    "index_date",
     "requirement_steps",
     "requirements_from_mirror",
 ]
