@@ -101,8 +101,17 @@ def download_wheels(
 
 
 def _pip_env(before: str | None) -> dict[str, str] | None:
-    """The environment of pip subprocesses: as ours, plus the index date when there is one."""
-    return {**os.environ, "PIP_UPLOADED_PRIOR_TO": before} if before else None
+    """The environment of pip subprocesses: as ours, plus the index date when there is one.
+
+    A date only filters indexes that report upload times (pypi.org does): local find-links
+    folders and mirrors without that metadata would slip today's files past it, so with a date
+    pip reads no configuration file and no PIP_FIND_LINKS / PIP_EXTRA_INDEX_URL of ours."""
+    if not before:
+        return None
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL")
+    }
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_UPLOADED_PRIOR_TO": before}
 
 
 def _fill(
