@@ -55,7 +55,9 @@ def test_replay_grade_and_report_agree_with_the_gold_run(tmp_path):
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert json.loads((plug / "metrics.json").read_text())["counts"] == {"resolved": 1}
-    assert json.loads((plug / "config.json").read_text())["eval"]["policy"]["args"] == {"path": str(recorded)}
+    assert json.loads((plug / "config.json").read_text())["eval"]["policy"]["args"] == {
+        "path": str(recorded)
+    }
     # the predictions file graded on its own, plus one empty patch: same verdicts
     preds = [json.loads(x) for x in (gold / "predictions/run-0.jsonl").read_text().splitlines()]
     preds[1]["model_patch"] = ""
