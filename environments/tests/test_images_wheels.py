@@ -66,17 +66,17 @@ def test_second_download_is_served_from_the_cache(tmp_path, monkeypatch):
     assert [w.name for w in second] == [w.name for w in first]
 
 
-def _sdist(folder: Path, name: str, setup_py: str) -> None:
-    """Write name-1.0.tar.gz, an sdist with only a setup.py and one module."""
+def _sdist(folder: Path, name: str, setup_py: str, version: str = "1.0") -> None:
+    """Write name-<version>.tar.gz, an sdist with only a setup.py and one module."""
     files = {
         "setup.py": textwrap.dedent(setup_py),
         f"{name.replace('-', '_')}.py": "VALUE = 42\n",
-        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
     }
-    with tarfile.open(folder / f"{name}-1.0.tar.gz", "w:gz") as tar:
+    with tarfile.open(folder / f"{name}-{version}.tar.gz", "w:gz") as tar:
         for rel, text in files.items():
             data = text.encode()
-            info = tarfile.TarInfo(f"{name}-1.0/{rel}")
+            info = tarfile.TarInfo(f"{name}-{version}/{rel}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
 
@@ -147,6 +147,33 @@ def test_sdist_only_compiled_package_goes_in_as_its_sdist_for_an_image_with_a_co
     names = sorted(d.name for d in dists)
     assert names[0] == "deepswe-fixture-native-1.0.tar.gz" and names[1].startswith("iniconfig-")
     assert len(names) == 2  # no stub left
+
+
+def test_a_source_package_is_taken_in_the_newest_release_the_target_python_accepts(
+    tmp_path, monkeypatch
+):
+    """Django 3.0's requirements on Python 3.6 (Verified): the newest sdist of a source-only
+    package required a newer Python; its stub made pip backtrack until "resolution too deep".
+    The sdist is now chosen for the target: 1.0 here, since 2.0 needs Python >= 3.10."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for version, needs in (("1.0", ">=3.6"), ("2.0", ">=3.10")):
+        _sdist(
+            src,
+            "deepswe-fixture-native",
+            f"""\
+            from setuptools import Distribution, setup
+            class Native(Distribution):
+                def has_ext_modules(self):
+                    return True
+            setup(name="deepswe-fixture-native", version="{version}", distclass=Native,
+                  py_modules=["deepswe_fixture_native"], python_requires="{needs}")
+            """,
+            version,
+        )
+    monkeypatch.setenv("PIP_FIND_LINKS", str(src))
+    dists = download_wheels(["deepswe-fixture-native"], tmp_path / "w", "3.9", sources=True)
+    assert [d.name for d in dists] == ["deepswe-fixture-native-1.0.tar.gz"]
 
 
 def test_unknown_requirement_reports_pips_error(tmp_path):

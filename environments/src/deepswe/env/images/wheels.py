@@ -151,7 +151,9 @@ def _fill(
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
         name = missing.group(1)
-        _build_pure_wheel(name, requirements, staging, sources, name + missing.group(2), env)
+        _build_pure_wheel(
+            name, requirements, staging, sources, name + missing.group(2), env, python_version
+        )
         built.add(name.lower())
     for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
         stub.unlink()
@@ -228,21 +230,37 @@ def _build_pure_wheel(
     sources: bool,
     wanted: str | None = None,
     env: dict[str, str] | None = None,
+    python_version: str | None = None,
 ) -> None:
-    """`pip wheel --no-deps` the sdist of `name` (pinned as in requirements) into dest; with
-    `sources`, a package that is not pure Python goes in as its sdist instead."""
+    """Build the sdist of `name` (pinned as in requirements) into a wheel on the host and put it
+    in dest; with `sources`, a package that is not pure Python goes in as its sdist instead.
+
+    The sdist is chosen for the *target* Python (its Requires-Python), not the host's: the
+    newest release of a package often dropped the target, and a stub carrying its metadata
+    would make the resolver backtrack through everything else."""
     wanted = _matching_requirement(name, requirements) or wanted or name
     with _TempDir(dest / f".build-{name}") as tmp:
-        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", name]
-        cmd += ["--wheel-dir", str(tmp), wanted]
+        src = tmp / "sdist"
+        _download_sdist(wanted, src, env, python_version)
+        sdist = next(p for p in src.iterdir() if p.is_file())
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--wheel-dir",
+            str(tmp),
+            str(sdist),
+        ]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
         if res.returncode != 0:
             raise WheelDownloadError(
-                f"no wheel for {name}, and its sdist did not build:\n{_tail(res)}"
+                f"no wheel for {name}, and its sdist {sdist.name} did not build:\n{_tail(res)}"
             )
         for wheel in tmp.glob("*.whl"):
             if not _PURE_TAG.search(wheel.name) and sources:
-                _download_sdist(wanted, dest, env)
+                shutil.move(str(sdist), dest / sdist.name)
                 _pure_stub(wheel, dest)
                 continue
             if not _PURE_TAG.search(wheel.name):
@@ -259,8 +277,12 @@ def _build_pure_wheel(
 STUB_MARK = "0deepswestub"
 
 
-def _download_sdist(wanted: str, dest: Path, env: dict[str, str] | None = None) -> None:
+def _download_sdist(
+    wanted: str, dest: Path, env: dict[str, str] | None = None, python_version: str | None = None
+) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+    if python_version:  # pip allows a target Python with --no-deps: Requires-Python is honoured
+        cmd += ["--implementation", "cp", "--python-version", python_version]
     cmd += ["--dest", str(dest), wanted]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
     if res.returncode != 0:
