@@ -64,22 +64,27 @@ def swebench_verdict(task, patch: str, log: str, folder: Path) -> bool:
     return bool(report[task.instance_id]["resolved"])
 
 
-def image_sizes(task_image: str) -> tuple[int, int]:
-    """(environment image MB, what the task layer adds in MB)."""
+def image_sizes(task_image: str) -> tuple[int, int, int]:
+    """MB of (the environment image, the shared history layer over it, what the task adds)."""
     from deepswe.env.sandbox.docker import client
 
     task = client().images.get(task_image)
-    env = client().images.get(task.attrs["Config"]["Image"] or task_image)
-    parent = env
-    for _ in range(32):  # walk up to the deepswe/env image the task was built FROM
-        if any(t.startswith("deepswe/env:") for t in parent.tags):
+    found: dict[str, int] = {}
+    layer = task
+    for _ in range(64):  # walk up the parents to the deepswe/history and deepswe/env images
+        for kind in ("history", "env"):
+            if kind not in found and any(t.startswith(f"deepswe/{kind}:") for t in layer.tags):
+                found[kind] = layer.attrs["Size"]
+        pid = layer.attrs.get("Parent")
+        if "env" in found or not pid:
             break
-        pid = parent.attrs.get("Parent")
-        if not pid:
-            break
-        parent = client().images.get(pid)
-    return round(parent.attrs["Size"] / 1e6), round(
-        (task.attrs["Size"] - parent.attrs["Size"]) / 1e6
+        layer = client().images.get(pid)
+    env = found.get("env", 0)
+    history = found.get("history", env)
+    return (
+        round(env / 1e6),
+        round((history - env) / 1e6),
+        round((task.attrs["Size"] - history) / 1e6),
     )
 
 
@@ -105,7 +110,7 @@ def one(row: dict, mirror: Path, out: Path) -> dict:
     except Exception as exc:  # a benchmark records every failure and goes on
         return {**res, "status": "build_failed", "why": str(exc)[-1500:]}
     res["build_s"] = round(time.monotonic() - t0, 1)
-    res["env_mb"], res["task_layer_mb"] = image_sizes(image)
+    res["env_mb"], res["history_mb"], res["task_layer_mb"] = image_sizes(image)
     limits = SandboxLimits(memory="4g", pids=2048, command_timeout_s=1800)
     for name, patch in (("gold", task.gold_patch or ""), ("empty", "")):
         t0 = time.monotonic()
@@ -138,9 +143,9 @@ def main() -> None:
     results = []
     print(
         "| repository | instance | Python | gold | empty | build s | grade s (gold) | env MB "
-        "| task layer MB | agrees with swebench |"
+        "| history MB | task layer MB | agrees with swebench |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for iid in args.ids:
         r = one(rows[iid], Path(root) / "mirror", args.out)
         results.append(r)
@@ -152,7 +157,7 @@ def main() -> None:
             continue
         print(
             f"| {r['repo']} | {iid} | {r['python']} | {r['gold']} | {r['empty']} | "
-            f"{r['build_s']} | {r['gold_grade_s']} | {r['env_mb']} | {r['task_layer_mb']} | "
+            f"{r['build_s']} | {r['gold_grade_s']} | {r['env_mb']} | {r.get('history_mb', 0)} | {r['task_layer_mb']} | "
             f"{r['agrees']} |",
             flush=True,
         )

@@ -196,5 +196,59 @@ def test_an_interpreter_from_the_host_runs_the_task(tmp_path, monkeypatch):
     repo = _repo(tmp_path, "py38", {"mod.py": "X = 1\n"})
     spec = EnvironmentSpec(source="", python="3.8", pip=["iniconfig"])
     task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
-    out = _run(task, "python -c 'import sys, ssl, sqlite3, iniconfig; print(sys.version[:4])'")
+    code = "import os, sys, ssl, sqlite3, sysconfig, iniconfig; print(sys.version[:4])"
+    # C extensions link through sysconfig's paths, which name the host's prefix (Django 3.0's
+    # pywatchman failed with "cannot find -lpython3.6m" before that path existed in the image)
+    code += "; assert os.path.isdir(sysconfig.get_config_var('LIBDIR'))"
+    out = _run(task, f'python -c "{code}"')
     assert out == "3.8."
+
+
+def _commit_at(repo: Path, date: str, files: dict[str, bytes], monkeypatch) -> str:
+    monkeypatch.setenv("GIT_AUTHOR_DATE", date)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", date)
+    for path, data in files.items():
+        (repo / path).write_bytes(data)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"at {date}")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.docker
+def test_the_history_before_a_tasks_year_is_one_layer_its_tasks_share(tmp_path, monkeypatch):
+    """Django's shape: years of history under every task. Two tasks of 2021 share one history
+    image holding 2019-2020; each task layer adds only its year; /testbed is still one whole
+    repository (fsck, log, the old tag), and nothing after base_commit is in any layer."""
+    from deepswe.env.images.task import ensure_task_image
+    from deepswe.env.sandbox.docker import client
+
+    repo = _repo(tmp_path, "longhist", {"README": "x\n"})
+    first = _commit_at(
+        repo, "2019-03-01T00:00:00Z", {"blob.bin": os.urandom(3_000_000)}, monkeypatch
+    )
+    git(repo, "tag", "v1.0")
+    _commit_at(repo, "2020-06-01T00:00:00Z", {"blob.bin": b"small\n"}, monkeypatch)
+    bases = [
+        _commit_at(repo, f"2021-0{m}-01T00:00:00Z", {"f.py": f"X = {m}\n".encode()}, monkeypatch)
+        for m in (2, 3)
+    ]
+    future = _commit_at(repo, "2022-01-02T00:00:00Z", {"f.py": b"FIXED = 1\n"}, monkeypatch)
+    git(repo, "tag", "v2.0")
+    spec = EnvironmentSpec(source="", pip=["iniconfig"])
+    tasks = [_task(repo, b, spec) for b in bases]
+    images = [client().images.get(ensure_task_image(t, log=lambda _: None)) for t in tasks]
+    chains = []  # each task image's way up to the history image it was built FROM
+    for im in images:
+        layer = im
+        while "deepswe/history:" not in " ".join(layer.tags) and layer.attrs.get("Parent"):
+            layer = client().images.get(layer.attrs["Parent"])
+        chains.append(layer)
+    assert chains[0].id == chains[1].id and chains[0].tags[0].startswith("deepswe/history:")
+    for im in images:
+        assert im.attrs["Size"] - chains[0].attrs["Size"] < 1_000_000  # the year, not the blob
+    out = _run(
+        tasks[1],
+        f"git fsck --no-dangling 2>&1 && git log --format=%h | wc -l && git tag"
+        f" && git cat-file -t {first} && (git cat-file -e {future} 2>/dev/null || echo no-future)",
+    )
+    assert out.split() == ["5", "v1.0", "commit", "no-future"]  # init, 2019, 2020, 2 of 2021

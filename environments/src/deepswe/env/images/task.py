@@ -1,11 +1,14 @@
 """Task images built from source, for tasks that carry an `EnvironmentSpec`.
 
-Two layers on top of a base image, each tagged by a hash of what went into it:
+Layers on top of a base image, each tagged by a hash of what went into it:
 
   deepswe/env:<hash>    base (plus the spec's apt packages) + a host interpreter if the spec
                         names one + the wheelhouse /wheels + the spec's pip steps, in order
                         (shared by every task with the same environment)
-  deepswe/task:<hash>   env + the repository at base_commit in /testbed + the install commands
+  deepswe/history:<hash> env + the repository's git objects up to a cut before base_commit,
+                        shared by the tasks of one repository and year (images/history.py)
+  deepswe/task:<hash>   history (or env) + the repository at base_commit in /testbed + the
+                        install commands
 
 Both layers install offline (PIP_NO_INDEX, PIP_FIND_LINKS, kept in the image so a sandbox's
 own pip works the same way); what pip reports missing is downloaded by the host and the layer
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -31,6 +35,7 @@ import docker.errors
 
 from deepswe.data.task import EnvironmentSpec, Task
 from deepswe.env.images.base import ImageBuildError, ensure_base_image
+from deepswe.env.images.history import history_cut, split_history, tags_merged
 from deepswe.env.images.hostpython import NoHostPython, host_python
 from deepswe.env.images.offline import (
     Wheelhouse,
@@ -45,6 +50,8 @@ from deepswe.env.sandbox.docker import client
 # 2: PYTHONDONTWRITEBYTECODE. 3: offline wheelhouses kept, pip steps, apt, host pythons, old
 # tags. 4: the venv's packages visible to its base interpreter.
 RECIPE_VERSION = "4"
+# 2: the host prefix's own path leads to /opt/python too (sysconfig's LIBDIR, -L and rpath).
+HOST_PYTHON_LAYOUT = "2"
 Log = Callable[[str], None]
 # The Debian packages that give an image a C compiler (and Debian's Python headers); a spec that
 # lists COMPILER may take sdists of packages without wheels: pip builds them in the image.
@@ -71,9 +78,10 @@ def env_image_tag(spec: EnvironmentSpec) -> str:
     """The tag of the shared dependency layer for `spec` (no building)."""
     # The base image's own tag carries its recipe hash: a new base recipe means new env layers.
     base = base_image_tag(spec.base, spec.apt)
-    return (
-        f"deepswe/env:{_hash(RECIPE_VERSION, sorted(spec.pip), spec.pip_after, spec.python, base)}"
-    )
+    parts = [RECIPE_VERSION, sorted(spec.pip), spec.pip_after, spec.python, base]
+    if spec.python:  # images with a host interpreter: their own recipe revision
+        parts.append(HOST_PYTHON_LAYOUT)
+    return f"deepswe/env:{_hash(*parts)}"
 
 
 def target_python(spec: EnvironmentSpec) -> str:
@@ -144,9 +152,13 @@ def _interpreter_lines(spec: EnvironmentSpec, ctx: Path) -> list[str]:
         raise ImageBuildError(str(exc)) from None
     shutil.copytree(prefix, ctx / "python", symlinks=True)
     # The prefix's RUNPATH names the host's path; the linker's cache finds libpython instead.
+    # Its sysconfig names the host's path too (LDSHARED's -L, LIBDIR): C extensions built in
+    # the image link through it, so that path is a link to /opt/python.
+    host = Path(prefix).resolve()
     return [
         "COPY python /opt/python",
-        "RUN echo /opt/python/lib > /etc/ld.so.conf.d/deepswe-python.conf && ldconfig"
+        f"RUN mkdir -p {shlex.quote(str(host.parent))} && ln -sfn /opt/python {shlex.quote(str(host))}"
+        " && echo /opt/python/lib > /etc/ld.so.conf.d/deepswe-python.conf && ldconfig"
         " && rm -rf /opt/venv && /opt/python/bin/python3 -m venv /opt/venv"
         f" && /opt/venv/bin/python -c 'import sys; assert sys.version.startswith(\"{spec.python}.\")'",
     ]
@@ -201,11 +213,29 @@ def prepare_repository(source: str, base_commit: str, dest: Path) -> None:
     past = {f"refs/tags/{t}" for t in _git(dest, "tag", "--merged", "HEAD").split()}
     for ref in _git(dest, "for-each-ref", "--format=%(refname)").split():
         if ref != "refs/heads/main" and ref not in past:
-            _git(dest, "update-ref", "-d", ref)
+            _git(dest, "update-ref", "--no-deref", "-d", ref)
     for remote in _git(dest, "remote").split():
         _git(dest, "remote", "remove", remote)
     _git(dest, "reflog", "expire", "--expire=now", "--all")
     _git(dest, "gc", "-q", "--prune=now")
+
+
+def _history_image(env: str, spec: EnvironmentSpec, repo: Path, folder: Path, log: Log) -> str:
+    """The image a task layer starts FROM: the shared history image of `repo`'s cut (built if
+    missing), with those objects moved out of `repo`; `env` when there is no cut (history.py)."""
+    cut = history_cut(repo)
+    if cut is None:
+        return env
+    key = _hash(RECIPE_VERSION, env, _source_id(spec.source), cut, tags_merged(repo, cut))
+    tag = f"deepswe/history:{key}"
+    split_history(repo, cut, folder / "objects")
+    if not image_exists(tag):
+        log(f"building {tag} (history up to {cut[:12]})")
+        dockerfile = f"FROM {env}\nCOPY objects/pack /testbed/.git/objects/pack/\n"
+        failed = _build(folder, dockerfile, tag, {"deepswe.kind": "history"}, log)
+        if failed:
+            raise ImageBuildError(f"{tag}: {failed[-2000:]}")
+    return tag
 
 
 def ensure_task_image(task: Task, log: Log = print) -> str:
@@ -221,14 +251,16 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
     env = ensure_env_image(spec, log)
     log(f"building {tag} for {task.instance_id}")
     with tempfile.TemporaryDirectory(prefix="deepswe-task-") as tmp:
-        ctx = Path(tmp)
+        ctx = Path(tmp) / "context"
+        ctx.mkdir()
         prepare_repository(spec.source, task.base_commit, ctx / "testbed")
+        start = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
         # What one task of an environment had to learn, its siblings download up front.
         wheels = _wheelhouse(spec, ctx / "wheels", env.replace("/", "_").replace(":", "_"))
         extras = self_install_extras(spec.install)
         if extras is not None:
             _prefetch(wheels, project_requirements(ctx / "testbed", extras, wheels.python), log)
-        lines = [f"FROM {env}", "COPY wheels /wheels-task", f"ENV {TASK_FIND_LINKS}"]
+        lines = [f"FROM {start}", "COPY wheels /wheels-task", f"ENV {TASK_FIND_LINKS}"]
         lines += ["COPY testbed /testbed", "WORKDIR /testbed"]
         lines += [f"RUN {cmd}" for cmd in spec.install]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}

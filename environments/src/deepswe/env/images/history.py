@@ -1,0 +1,90 @@
+"""The repository's past as a shared layer, so a task image adds only its own year of history.
+
+A task image holds /testbed with its whole history up to base_commit (versioning tools and
+agents read it). For a repository like Django that is ~300 MB of git objects in every task
+image. Instead, the objects reachable from a *cut* commit are packed once into a history image
+between the environment image and the task images:
+
+    deepswe/env:<hash>  ->  deepswe/history:<hash>  ->  deepswe/task:<hash>
+                            /testbed/.git/objects/pack/pack-<A>   (history up to the cut)
+                                                       /testbed: worktree, refs, pack-<B>
+                                                       (objects after the cut, up to base)
+
+The cut is the last first-parent ancestor of base_commit committed before 1 January of
+base_commit's year, so the tasks of one repository and year share one history image (Verified's
+Django rows span 2015-2023: a handful of history images instead of ~230 copies). The cut comes
+before base_commit, so the layer holds nothing a policy could not already see. Without such an
+ancestor (a young repository, swe-mini's one-commit repositories) the task image holds all of
+its history, as before. The split changes layers only: /testbed is the same repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from deepswe.env.images.base import ImageBuildError
+
+
+def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
+    res = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, input=stdin
+    )
+    if res.returncode != 0:
+        raise ImageBuildError(f"git {' '.join(args)} failed in {repo}: {res.stderr.strip()}")
+    return res.stdout
+
+
+def history_cut(repo: Path) -> str | None:
+    """The cut for HEAD of `repo` (see the module doc), or None when there is none."""
+    year = _git(repo, "show", "-s", "--format=%cd", "--date=format:%Y", "HEAD").strip()
+    cut = _git(repo, "rev-list", "-1", "--first-parent", f"--before={year}-01-01T00:00:00Z", "HEAD")
+    return cut.strip() or None
+
+
+def tags_merged(repo: Path, commit: str) -> list[str]:
+    return sorted(_git(repo, "tag", "--merged", commit).split())
+
+
+def split_history(repo: Path, cut: str, objects_dir: Path) -> None:
+    """Move the objects reachable from `cut` (and the tags it contains) out of `repo` into one
+    pack under `objects_dir`/pack; `repo` keeps one pack of the rest. Together they are `repo`
+    again, which is checked before returning."""
+    before = [cut, *(f"refs/tags/{t}" for t in tags_merged(repo, cut))]
+    after = ["HEAD", *(f"refs/tags/{t}" for t in tags_merged(repo, "HEAD"))]
+    git_dir = repo / ".git"
+    own = git_dir / "own-pack"
+    (objects_dir / "pack").mkdir(parents=True, exist_ok=True)
+    own.mkdir()
+    _git(
+        repo,
+        "pack-objects",
+        "-q",
+        "--revs",
+        str(objects_dir / "pack" / "pack"),
+        stdin="\n".join(before),
+    )
+    _git(
+        repo,
+        "pack-objects",
+        "-q",
+        "--revs",
+        str(own / "pack"),
+        stdin="\n".join([*after, "--not", *before]),
+    )
+    shutil.rmtree(git_dir / "objects" / "pack")
+    own.rename(git_dir / "objects" / "pack")
+    info = git_dir / "objects" / "info"
+    for graph in (info / "commit-graph", info / "commit-graphs"):  # indexes of the old pack
+        if graph.is_dir():
+            shutil.rmtree(graph)
+        else:
+            graph.unlink(missing_ok=True)
+    # Both packs together must hold everything HEAD and the kept tags reach.
+    info.mkdir(exist_ok=True)
+    (info / "alternates").write_text(f"{objects_dir.resolve()}\n")
+    try:
+        _git(repo, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
+    finally:
+        (info / "alternates").unlink()
