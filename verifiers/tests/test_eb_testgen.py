@@ -1,0 +1,118 @@
+"""Test writing: the scripted stand-in's reading of issues (offline, on swe-mini's 360 shipped
+statements), and the agent writer's episode against an OpenAI-compatible HTTP endpoint served
+in this process (docker). The server scripts the replies; it proves the loop, the prompt on
+the wire, the file taken from the sandbox and the base check, not a model's skill."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from deepswe.data.loaders import load_jsonl
+from deepswe.data.swemini.manifest import TASKS
+from deepswe.data.toy import make_toy_tasks
+from deepswe.env.agent import prompts
+from deepswe.env.policies import PolicySpec, Reply
+from deepswe.env.policies.scripted import FINISH, ScriptedPolicy
+from deepswe.env.sandbox import SandboxLimits
+from deepswe.verify.eb import AgentTestWriter, IssueTestStatus, SandboxPlan, generate_tests
+from deepswe.verify.eb.agent_writer import TestgenPolicy
+from deepswe.verify.eb.scripted_writer import claim_of, write_standin_test
+from deepswe.verify.store import VerdictStore
+
+TEST = "from toycalc.ops import add\nprint('Issue reproduced' if add(2, 3) != 5 else 'Issue resolved')\n"
+WRITE = (
+    "<function=file_editor>\n<parameter=command>create</parameter>\n"
+    f"<parameter=path>/testbed/test_issue.py</parameter>\n<parameter=file_text>{TEST}</parameter>\n"
+    "</function>"
+)
+
+
+def test_the_standin_reads_nearly_every_swe_mini_issue_and_nothing_hidden():
+    rows = load_jsonl(TASKS)
+    written = {r.instance_id: write_standin_test(r.public().problem_statement) for r in rows}
+    applicable = [i for i, (src, _) in written.items() if src is not None]
+    assert len(applicable) >= 0.95 * len(rows), len(applicable)  # 350 of 360 today
+    for row in rows:
+        src, why = written[row.instance_id]
+        if src is None:
+            assert why.startswith("not applicable")
+            continue
+        compile(src, row.instance_id, "exec")
+        assert src.startswith("# STAND-IN")
+        for test_id in row.hidden.fail_to_pass:  # a hidden test's name never reaches the test
+            name = test_id.split("::")[-1].split("[")[0]
+            assert name not in src or name in row.problem_statement, (row.instance_id, name)
+
+
+def test_claims_read_from_issue_phrasing():
+    compare = "`f(1)` returns `2`. The expected result is `3`.\n\n```python\nprint(f(1))\n```"
+    assert claim_of(compare).__dict__ == {
+        "kind": "compare", "actual": "2", "op": "", "expected": "3", "exception": ""
+    }  # fmt: skip
+    raises = "Calling `g()` raises:\n\n```\nKeyError: 'x'\n```\n\nIt should not raise."
+    assert (claim_of(raises).kind, claim_of(raises).exception) == ("raises", "KeyError")
+    assert claim_of("`h()` should raise ValueError for this input").kind == "no_raise"
+    assert claim_of("It is slow.") is None
+
+
+def test_the_testgen_prompt_replaces_the_fix_prompt_and_keeps_reminders():
+    inner = ScriptedPolicy([FINISH])
+    seen: list[list[dict]] = []
+    inner.reply = lambda messages, timeout: seen.append(messages) or Reply(text=FINISH)
+    chat = prompts.build_messages("add is wrong {x}", "eval", max_steps=5)
+    TestgenPolicy(inner, "add is wrong {x}").reply(chat, timeout=1)
+    user = seen[0][1]["content"]
+    assert user.startswith("I have uploaded") and "Do NOT fix the issue" in user
+    assert "add is wrong {x}" in user and user.endswith("Steps Remaining: 5")
+    assert chat[1]["content"].startswith(prompts.user_prompt("add is wrong {x}", "eval"))
+
+
+def _endpoint(prompts_seen: list[str]) -> ThreadingHTTPServer:
+    """An OpenAI-compatible chat endpoint: writes test_issue.py, then finishes."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            chat = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["messages"]
+            prompts_seen.append(chat[1]["content"])
+            turn = sum(m["role"] == "assistant" for m in chat)
+            message = {"role": "assistant", "content": [WRITE, FINISH][min(turn, 1)]}
+            body = {"id": "t", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.docker
+def test_an_agent_episode_writes_a_test_that_is_kept_at_base(tmp_path):
+    (task,) = make_toy_tasks(tmp_path / "src", n=1)
+    seen: list[str] = []
+    server = _endpoint(seen)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        spec = PolicySpec(name="openai", base_url=url, model="testgen-m")
+        writer = AgentTestWriter(spec, episodes_dir=tmp_path / "episodes")
+        plan = SandboxPlan(limits=SandboxLimits(memory="1g", pids=256), workers=1)
+        got = generate_tests([task], VerdictStore(tmp_path / "run"), writer, plan=plan)
+    finally:
+        server.shutdown()
+    (test,) = got[task.instance_id]
+    assert test.status is IssueTestStatus.KEPT, test.reason
+    assert test.writer == "agent:testgen-m" and test.source.strip() == TEST.strip()
+    assert seen and all("Do NOT fix the issue" in p for p in seen)
+    episode = json.loads((tmp_path / "episodes" / task.instance_id / "episode-0.json").read_text())
+    assert "Do NOT fix the issue" in episode["messages"][1]["content"]
