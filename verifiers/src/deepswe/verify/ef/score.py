@@ -1,0 +1,122 @@
+"""Scoring candidates with the execution-free judge, into the verdict store.
+
+    judge = make_judge(EFConfig(...))          # LocalJudge (in-process) or EndpointJudge (HTTP)
+    score_candidates(candidates, judge, VerdictStore(run_root), budget=cfg.max_prompt_tokens)
+
+Each candidate is rendered (condensed to the budget), judged, and stored as one Verdict "ef" the
+moment it is done; a resumed call skips `store.done("ef")` (UNREACHABLE is not done: asked again).
+Work runs on a thread pool and every verdict is built from its own candidate, so scores cannot
+land on the wrong candidate. The reference zipped scores back onto trajectories in completion
+order, which pairs them wrongly whenever requests finish out of order (issue 11).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from deepswe.verify.ef.answer import Judgement
+from deepswe.verify.ef.endpoint import EndpointJudgeConfig
+from deepswe.verify.ef.render import Messages, RenderStatus, judge_steps, render_prompt, task_text
+from deepswe.verify.store import VerdictStore
+from deepswe.verify.types import Candidate, Verdict, VerdictStatus
+
+# R2E-Gym trains its 14B verifier with cutoff_len 32768 (train/train_r2egym_14B_verifier.yaml);
+# 16 tokens of it are kept for the reply.
+DEFAULT_BUDGET = 32768 - 16
+
+
+class Judge(Protocol):
+    name: str
+
+    def count_tokens(self, messages: Messages) -> int: ...
+
+    def judge(self, messages: Messages) -> Judgement: ...
+
+
+class EFConfig(BaseModel):
+    """How candidates are judged: which judge, the prompt budget, how many at once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    judge: Literal["local", "endpoint"] = Field("local", description="in-process model or HTTP")
+    path: str | None = Field(None, description="local: the judge's HF folder (merged LoRA)")
+    endpoint: EndpointJudgeConfig | None = Field(None, description="endpoint: where and which")
+    max_prompt_tokens: int = Field(DEFAULT_BUDGET, gt=0, description="condense above this")
+    workers: int = Field(4, ge=1, description="candidates judged at once")
+
+    @model_validator(mode="after")
+    def _complete(self) -> EFConfig:
+        if self.judge == "local" and not self.path:
+            raise ValueError("path: the local judge needs its model folder")
+        if self.judge == "endpoint" and self.endpoint is None:
+            raise ValueError("endpoint: the endpoint judge needs base_url, model and tokenizer")
+        return self
+
+
+def make_judge(cfg: EFConfig) -> Judge:
+    if cfg.judge == "endpoint":
+        from deepswe.verify.ef.endpoint import EndpointJudge
+
+        return EndpointJudge(cfg.endpoint)  # type: ignore[arg-type]
+    from deepswe.verify.ef.local import LocalJudge
+
+    return LocalJudge(cfg.path)  # type: ignore[arg-type]
+
+
+def judge_candidate(candidate: Candidate, judge: Judge, budget: int) -> Verdict:
+    """One candidate's EF verdict: render, condense to `budget` tokens, judge."""
+    t0 = time.monotonic()
+    traj = candidate.trajectory
+    steps = judge_steps(traj) if traj is not None else []
+    problem = task_text(candidate.problem_statement, traj)
+    prompt = render_prompt(problem, steps, candidate.patch, judge.count_tokens, budget)
+    facts = {"prompt_tokens": prompt.tokens, "condensed": prompt.condensed, "judge": judge.name}
+    if prompt.status is RenderStatus.TOO_LONG:
+        j = Judgement(
+            VerdictStatus.ERROR,
+            detail=f"too_long: {prompt.tokens} tokens > budget {budget} with every thought "
+            "but the first condensed",
+        )
+    else:
+        j = judge.judge(prompt.messages)
+    return Verdict(
+        verifier="ef",
+        instance_id=candidate.instance_id,
+        run=candidate.run,
+        status=j.status,
+        score=j.score,
+        detail=j.detail,
+        seconds=time.monotonic() - t0,
+        extra={**facts, **j.extra, "render": prompt.status.value},
+    )
+
+
+def score_candidates(
+    candidates: Sequence[Candidate],
+    judge: Judge,
+    store: VerdictStore,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    workers: int = 4,
+    log: Callable[[str], None] = print,
+) -> list[Verdict]:
+    """Judge every candidate not yet done in `store`, `workers` at a time, saving each verdict
+    as it completes; returns the new verdicts in the candidates' order."""
+    done = store.done("ef")
+    todo = [c for c in candidates if (c.instance_id, c.run) not in done]
+    log(f"ef: {len(todo)} to judge, {len(candidates) - len(todo)} already done ({judge.name})")
+    out: dict[tuple[str, int], Verdict] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(judge_candidate, c, judge, budget): c for c in todo}
+        for n, fut in enumerate(as_completed(futures), 1):
+            c, v = futures[fut], fut.result()
+            store.save(v)
+            out[(c.instance_id, c.run)] = v
+            shown = f"{v.score:.3f}" if v.score is not None else f"{v.status.value} {v.detail[:80]}"
+            log(f"ef {n}/{len(todo)} {c.instance_id} run {c.run}: {shown} ({v.seconds:.1f}s)")
+    return [out[(c.instance_id, c.run)] for c in todo]
