@@ -1,12 +1,107 @@
-"""The deepswe-verify command line. Its verbs are not built yet; it says so and exits non-zero."""
+"""The deepswe-verify command line: score (not wired yet), select, report.
+
+    deepswe-verify select --recorded traj/ --out runs/tts      recorded R2E-Gym/DeepSWE rollouts
+    deepswe-verify select --run runs/<eval-id> --out runs/tts  an eval run and its verdicts
+    deepswe-verify report runs/tts                             print the report
+
+Bad input exits 2 with a message naming the file and field; nothing already written is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-app = typer.Typer(help="deepswe-verify (not built yet)", no_args_is_help=True)
+from deepswe.verify.recorded import RecordedError, load_recorded
+from deepswe.verify.report import build_report
+from deepswe.verify.run_pools import load_run_pools
+
+app = typer.Typer(
+    help="Verifiers and test-time selection: Best@k of EF, EB and hybrid selection.",
+    no_args_is_help=True,
+)
 
 
-@app.callback(invoke_without_command=True)
-def main() -> None:
-    """Refuse honestly until the verbs exist."""
-    typer.echo("deepswe-verify: not built yet (see the open issues); nothing was run.", err=True)
-    raise typer.Exit(2)
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"deepswe-verify: {message}", err=True)
+    return typer.Exit(2)
+
+
+@app.command()
+def score() -> None:
+    """Score an eval run's candidates with the verifiers (not wired into this command yet)."""
+    raise _fail(
+        "score is not wired yet; nothing was run. The verifiers live in deepswe.verify.ef "
+        "(execution-free judge) and deepswe.verify.eb (regression, reproduction); once they "
+        "write verdicts under <run>/verdicts/, `select --run` reads them."
+    )
+
+
+@app.command("select")
+def select_cmd(
+    out: Annotated[Path, typer.Option(help="Folder for report.json, report.md, predictions/.")],
+    recorded: Annotated[
+        Path | None,
+        typer.Option(help="R2E-Gym/DeepSWE trajectory records: a .json/.jsonl file or a folder."),
+    ] = None,
+    run: Annotated[
+        Path | None, typer.Option(help="An eval run folder whose verdicts/ hold the scores.")
+    ] = None,
+    counting: Annotated[
+        str,
+        typer.Option(
+            help="Recorded reproduction scores: per-test (each test counts at most 1) or "
+            "raw-sum (R2E-Gym's sum of 'resolved' substring counts)."
+        ),
+    ] = "per-test",
+    samples: Annotated[
+        int | None,
+        typer.Option(help="Estimate Best@k from this many random subsets instead of exactly."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the sampled estimate.")] = 0,
+    model_name: Annotated[
+        str, typer.Option(help="model_name_or_path prefix in predictions/*.jsonl.")
+    ] = "deepswe-verify",
+) -> None:
+    """Select among each task's candidates by every method and write the Best@k report."""
+    if (recorded is None) == (run is None):
+        raise _fail("give exactly one of --recorded <dir-or-jsonl> or --run <eval run dir>")
+    if counting not in ("per-test", "raw-sum"):
+        raise _fail(f"--counting must be per-test or raw-sum, not {counting!r}")
+    if samples is not None and samples < 1:
+        raise _fail(f"--samples must be at least 1, not {samples}")
+    try:
+        if recorded is not None:
+            pools = load_recorded(recorded, counting=counting)  # type: ignore[arg-type]
+            source = f"recorded:{recorded}"
+        else:
+            pools = load_run_pools(run)  # type: ignore[arg-type]
+            source = f"run:{run}"
+    except (RecordedError, FileNotFoundError) as e:
+        raise _fail(str(e)) from e
+    except ValidationError as e:  # a stored verdict or episode that does not validate
+        raise _fail(f"{run}: a stored record does not validate: {e}") from e
+    if not pools.scores:
+        raise _fail(f"{recorded or run}: no candidates ({len(pools.skipped)} rollouts skipped)")
+    report = build_report(pools, out, source=source, model_name=model_name, samples=samples,
+                          seed=seed)  # fmt: skip
+    typer.echo((out / "report.md").read_text(encoding="utf-8"))
+    typer.echo(f"wrote {out}/report.json, report.md, best_at_k.png, predictions/ "
+               f"({report['tasks']} tasks)")  # fmt: skip
+
+
+@app.command()
+def report(out: Annotated[Path, typer.Argument(help="A folder `select` wrote.")]) -> None:
+    """Print the report a `select` wrote."""
+    path = out / "report.md"
+    if not (out / "report.json").is_file() or not path.is_file():
+        raise _fail(f"{out}: no report.json/report.md here; run `deepswe-verify select` first")
+    try:
+        json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise _fail(f"{out / 'report.json'}: not JSON ({e.msg})") from e
+    typer.echo(path.read_text(encoding="utf-8"))
