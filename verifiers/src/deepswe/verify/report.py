@@ -158,6 +158,7 @@ def _plot(curves: list[Curve], out: Path) -> None:
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for c in curves:
@@ -168,7 +169,8 @@ def _plot(curves: list[Curve], out: Path) -> None:
         ax.plot(ks, [100 * p.mean for p in c.points], style, label=c.method, markersize=3)
     ax.set(xlabel="k (candidates per task)", ylabel="% of tasks resolved", ylim=(0, 100))
     ax.set_title("Best@k by selection method, Pass@k")
-    ax.legend(fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8, loc="lower right", ncol=2)
     fig.tight_layout()
     fig.savefig(out / "best_at_k.png", dpi=100)
     plt.close(fig)
