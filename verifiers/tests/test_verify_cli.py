@@ -104,6 +104,21 @@ def test_bad_record_names_file_and_field(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()  # nothing half-written
 
 
+def test_corrupt_verdict_is_named(tmp_path: Path) -> None:
+    run = tmp_path / "eval-1"
+    RunStore(run).save(
+        EpisodeRecord(instance_id="t1", run=0, repo="a/b", status=EpisodeStatus.GRADED,
+                      outcome="resolved",
+                      trajectory=Trajectory(instance_id="t1", policy="p", messages=[],
+                                            ending="submitted", patch="p"))
+    )  # fmt: skip
+    bad = run / "verdicts" / "ef" / "t1" / "run-0.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"verifier": "ef", "instance_id": "t1", "run": 0, "status": "scored"}')
+    res = runner.invoke(app, ["select", "--run", str(run), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and f"{bad}" in res.output
+
+
 def test_console_script_runs(tmp_path: Path) -> None:
     """The installed entry point, as a user runs it."""
     traj = shapes.write_runs(tmp_path / "traj")

@@ -91,9 +91,9 @@ def _write_selections(pools: Recorded, out: Path, model_name: str) -> dict[str, 
             sel = select(scores, method, iid)
             lines.append(sel.model_dump_json())
             counts[sel.status.value] = counts.get(sel.status.value, 0) + 1
-            if sel.chosen is None:
-                continue
-            expected.append(sel.expected_resolved or 0.0)
+            if sel.chosen is None or sel.expected_resolved is None:
+                continue  # counted in statuses; no prediction for this task
+            expected.append(sel.expected_resolved)
             patch = next(c.patch for c in pools.candidates[iid] if c.run == sel.chosen)
             preds.append(
                 {

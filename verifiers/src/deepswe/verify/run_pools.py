@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from deepswe.verify.recorded import Recorded, Skipped
+from pydantic import ValidationError
+
+from deepswe.verify.recorded import Recorded, RecordedError, Skipped
 from deepswe.verify.store import VerdictStore, candidates_from_run
-from deepswe.verify.types import VERIFIERS, Scores, VerdictStatus
+from deepswe.verify.types import VERIFIERS, Scores, Verdict, VerdictStatus
 
 
 def load_run_pools(run_dir: Path | str) -> Recorded:
@@ -28,7 +30,7 @@ def load_run_pools(run_dir: Path | str) -> Recorded:
                 skipped.append(Skipped(where=c.origin, instance_id=iid, reason="no grade"))
         pools[iid] = [c for c in pool if c.resolved is not None]
     store = VerdictStore(run_dir)
-    verdicts = {v: store.load(v) for v in VERIFIERS}
+    verdicts = {v: _load(store, v) for v in VERIFIERS}
     out = Recorded(candidates=pools, skipped=skipped, records=sum(map(len, pools.values())))
     for verifier, found in verdicts.items():
         statuses = Counter(
@@ -57,3 +59,18 @@ def load_run_pools(run_dir: Path | str) -> Recorded:
 def _score(found: dict, iid: str, run: int) -> float | None:
     verdict = found.get((iid, run))
     return verdict.score if verdict is not None else None
+
+
+def _load(store: VerdictStore, verifier: str) -> dict:
+    """store.load, or a RecordedError naming the verdict file that does not validate."""
+    try:
+        return store.load(verifier)
+    except ValidationError:
+        for path in sorted((store.root / verifier).glob("*/run-*.json")):
+            try:
+                Verdict.model_validate_json(path.read_text(encoding="utf-8"))
+            except ValidationError as e:
+                err = e.errors()[0]
+                field = ".".join(str(x) for x in err["loc"]) or "(file)"
+                raise RecordedError(f"{path}: field {field}: {err['msg']}") from e
+        raise
