@@ -4,6 +4,7 @@
     deepswe-train validate-config configs/tiny.yaml [a.b=value ...]
     deepswe-train train --config configs/tiny.yaml [a.b=value ...] [--out runs/ID] [--resume]
     deepswe-train sft --config configs/tiny.yaml --out runs/models/tiny-qwen3-sft [sft.epochs=5 ...]
+    deepswe-train judge --config configs/judge-tiny.yaml --data JUDGE.jsonl --out runs/judge-tiny
 
 Exit codes: 0 done; 1 the config (or an override) is invalid, or the run folder is in the way;
 3 the config is valid but this machine or this build cannot run it (GPUs missing, an engine or
@@ -175,6 +176,35 @@ def sft(
     right = sum(e.reward for e in episodes if e.label == "right")
     typer.echo(f"wrote {out}: {len(episodes)} scripted episodes ({right:.0f} right fixes "
                f"resolved), loss {losses[0]:.3f} -> {losses[-1]:.3f}")  # fmt: skip
+
+
+@app.command("judge")
+def judge(
+    config: Path = typer.Option(..., "--config", help="Judge fine-tuning config (YAML), e.g. "
+                                "configs/judge-tiny.yaml or configs/judge-14b.yaml."),
+    data: Path = typer.Option(..., "--data", help="Judge data (JSON lines from "
+                              "deepswe.verify.ef.judge_data: train-split tasks only)."),
+    out: Path = typer.Option(..., "--out", help="Folder for adapter/, merged/, metrics.json "
+                             "and config.yaml (absent or empty)."),
+    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP + " e.g. lr=1e-4, "
+                                                 "lora.rank=16."),
+) -> None:  # fmt: skip
+    """Fine-tune the execution-free judge: LoRA SFT on its YES/NO targets, held-out loss before
+    and after."""
+    from deepswe.train.config import ConfigError
+    from deepswe.train.judge import load_judge_config, train_judge
+    from deepswe.verify.ef.judge_data import read_rows
+
+    try:
+        cfg = load_judge_config(config, overrides or [])
+        rows = read_rows(data)
+    except (ConfigError, ValueError, OSError) as e:
+        raise _fail(str(e), EXIT_INVALID) from None
+    if out.exists() and any(out.iterdir()):
+        raise _fail(f"--out {out}: exists and is not empty", EXIT_INVALID)
+    m = train_judge(cfg, rows, out, log=lambda line: typer.echo(line, err=True))
+    typer.echo(f"wrote {out}: held-out loss {m['heldout_loss_before']} -> "
+               f"{m['heldout_loss_after']} ({m['train_rows']} rows, {m['steps']} steps)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -77,9 +77,7 @@ def sft_sequence(traj: Trajectory, renderer: ChatRenderer) -> TokenSequence:
     return build_sequence(renderer, traj.messages, samples, generation_prompt=False)
 
 
-def _sequence_loss(
-    model: Any, seq: TokenSequence, device: torch.device
-) -> tuple[torch.Tensor, int]:
+def sequence_loss(model: Any, seq: TokenSequence, device: torch.device) -> tuple[torch.Tensor, int]:
     """Summed next-token cross-entropy over loss-mask positions, and their count.
 
     Only the positions whose NEXT token is trained go through the output layer: with Qwen's
@@ -126,7 +124,7 @@ def train_sft(
         t0, total, count = time.monotonic(), 0.0, 0
         rng.shuffle(order)
         for i in order:
-            loss, n = _sequence_loss(model, sequences[i], device)
+            loss, n = sequence_loss(model, sequences[i], device)
             opt.zero_grad(set_to_none=True)
             (loss / max(n, 1)).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
