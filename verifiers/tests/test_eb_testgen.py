@@ -35,7 +35,9 @@ def test_the_standin_reads_nearly_every_swe_mini_issue_and_nothing_hidden():
     rows = load_jsonl(TASKS)
     written = {r.instance_id: write_standin_test(r.public().problem_statement) for r in rows}
     applicable = [i for i, (src, _) in written.items() if src is not None]
-    assert len(applicable) >= 0.95 * len(rows), len(applicable)  # 350 of 360 today
+    # 301 of 360 today: 49 snippets print a constant (e.g. `print(repr(None))`), 10 issues
+    # state nothing the stand-in can check
+    assert len(applicable) >= 0.8 * len(rows), len(applicable)
     for row in rows:
         src, why = written[row.instance_id]
         if src is None:
@@ -51,12 +53,37 @@ def test_the_standin_reads_nearly_every_swe_mini_issue_and_nothing_hidden():
 def test_claims_read_from_issue_phrasing():
     compare = "`f(1)` returns `2`. The expected result is `3`.\n\n```python\nprint(f(1))\n```"
     assert claim_of(compare).__dict__ == {
-        "kind": "compare", "actual": "2", "op": "", "expected": "3", "exception": ""
+        "kind": "compare", "actual": "2", "op": "", "expected": "3", "exception": "", "message": ""
     }  # fmt: skip
     raises = "Calling `g()` raises:\n\n```\nKeyError: 'x'\n```\n\nIt should not raise."
     assert (claim_of(raises).kind, claim_of(raises).exception) == ("raises", "KeyError")
     assert claim_of("`h()` should raise ValueError for this input").kind == "no_raise"
     assert claim_of("It is slow.") is None
+    crash = "### `a.f()` raises NameError\n\nCalling `a.f()` raises:\n\n```\nNameError: name 'x' is not defined\n```"
+    assert claim_of(crash).message == "name 'x' is not defined"
+
+
+def test_the_standin_runs_its_claims_and_rejects_what_no_fix_could_change(tmp_path):
+    """A snippet failing for another reason than the issue's (a name it never defines) does
+    not reproduce it; one printing a constant is not applicable."""
+    import subprocess
+    import sys
+
+    def run(statement: str) -> str:
+        src, why = write_standin_test(statement)
+        assert src is not None, why
+        (tmp_path / "t.py").write_text(src)
+        return subprocess.run([sys.executable, str(tmp_path / "t.py")], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+
+    issue = (
+        "Calling `f()` raises:\n\n```\nKeyError: 'k'\n```\n\nReproduction:\n\n```python\n{}\n```"
+    )
+    assert run(issue.format("{}['k']")) == "Issue reproduced"
+    assert run(issue.format("a.f()")) == "Other issues"  # NameError, not the KeyError shown
+    assert run(issue.format("{}.get('k')")) == "Issue resolved"
+    constant = "`f()` returns `None`; it should be `1`.\n\n```python\nprint(repr(None))\n```"
+    assert "does not depend" in write_standin_test(constant)[1]
 
 
 def test_the_testgen_prompt_replaces_the_fix_prompt_and_keeps_reminders():

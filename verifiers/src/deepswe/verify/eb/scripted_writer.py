@@ -9,10 +9,13 @@ What it needs from the issue:
 - a reproduction snippet: the ```python block after "Reproduction:", else the last one;
 - a claim it can check, in the phrasing issues use (swe-mini's statements are written so):
     compare   "`call` gives/returns/produces `A` ... expected it to be / should be `B`"
-    raises    "`call` raises X" / "crashes with `X: ...`"  (the fix: no exception)
+    raises    "`call` raises X" / "crashes with `X: ...`"  (the fix: no exception; the message,
+              when the issue shows it, must match too: a snippet that fails for another
+              reason, e.g. a name it never defines, does not reproduce the issue)
     no_raise  "should raise X" / "No X is raised"           (the fix: X is raised)
     truth     "should be true but is not" / "expected `call` to hold"
-Without both, the writer reports NOT_APPLICABLE with the reason.
+Without both, the writer reports NOT_APPLICABLE with the reason; so it does when the snippet
+ends by printing an expression of literals and builtins only (no fix could change it).
 
 The test runs the snippet with its stdout captured, reads the last line it printed and any
 exception, and prints "Issue reproduced" when that matches the reported behaviour, "Issue
@@ -24,6 +27,8 @@ than an agent's test, and said here so nobody mistakes it for one.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import re
 from dataclasses import dataclass
 
@@ -41,8 +46,8 @@ _COMPARE = re.compile(
 )
 _EXC = r"(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt|Iteration))"
 _RAISES = [
-    re.compile(r"raises:\s*```\w*\n" + _EXC),
-    re.compile(r"crashes with `" + _EXC),
+    re.compile(r"raises:\s*```\w*\n" + _EXC + r"(?::[ \t]*(?P<msg>[^\n]*))?"),
+    re.compile(r"crashes with `" + _EXC + r"(?::[ \t]*(?P<msg>[^`]*))?"),
     re.compile(r"` raises " + _EXC),
     re.compile(_EXC + r" raised by `"),
 ]
@@ -59,6 +64,7 @@ class Claim:
     op: str = ""
     expected: str = ""
     exception: str = ""
+    message: str = ""  # the exception's message as the issue shows it ("" when not shown)
 
 
 def snippet_of(statement: str) -> str | None:
@@ -77,10 +83,25 @@ def claim_of(statement: str) -> Claim | None:
                      expected=m.group("expected"))  # fmt: skip
     for pattern in _RAISES:
         if m := pattern.search(statement):
-            return Claim("raises", exception=m.group("exc").rsplit(".", 1)[-1])
+            msg = (m.groupdict().get("msg") or "").strip()
+            return Claim("raises", exception=m.group("exc").rsplit(".", 1)[-1], message=msg)
     if _TRUTH.search(statement):
         return Claim("truth")
     return None
+
+
+def prints_constant(code: str) -> bool:
+    """The snippet ends by printing an expression of literals and builtins only: its output
+    cannot change with the repository, so no fix can turn it into the expected value."""
+    try:
+        last = ast.parse(code).body[-1]
+    except (SyntaxError, IndexError):
+        return False
+    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)):
+        return False
+    names = {n.id for n in ast.walk(last.value) if isinstance(n, ast.Name)}
+    attrs = any(isinstance(n, ast.Attribute) for n in ast.walk(last.value))
+    return not attrs and names <= set(dir(builtins))
 
 
 # The test's own logic; kept to Python 3.6 (the oldest interpreter a task image may have).
@@ -109,8 +130,10 @@ def shown_as(text, shown):
     return text == shown
 
 
-def raised(error, name):
-    return error is not None and name in {c.__name__ for c in type(error).__mro__}
+def raised(error, name, message=""):
+    if error is None or name not in {c.__name__ for c in type(error).__mro__}:
+        return False
+    return not message or shown_as(str(error).strip(), message)
 
 
 def verdict():
@@ -131,7 +154,8 @@ def verdict():
     if kind == "raises":
         if error is None:
             return "Issue resolved"
-        return "Issue reproduced" if raised(error, CLAIM["exception"]) else "Other issues"
+        reported = raised(error, CLAIM["exception"], CLAIM["message"])
+        return "Issue reproduced" if reported else "Other issues"
     if kind == "no_raise":
         if error is None:
             return "Issue reproduced"
@@ -153,6 +177,9 @@ def write_standin_test(statement: str) -> tuple[str | None, str]:
     claim = claim_of(statement)
     if claim is None:
         return None, "not applicable: the issue states no behaviour the stand-in can check"
+    if claim.kind in ("compare", "truth") and prints_constant(code):
+        return None, "not applicable: the snippet prints a value that does not depend on the code"
     fields = {k: getattr(claim, k) for k in ("kind", "actual", "op", "expected", "exception")}
+    fields["message"] = claim.message
     source = f"{HEADER}\nSNIPPET = {code!r}\nCLAIM = {fields!r}\n{_BODY}"
     return source, f"{NAME}: {claim.kind} claim from the issue's reproduction snippet"
