@@ -261,7 +261,11 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         if extras is not None:
             _prefetch(wheels, project_requirements(ctx / "testbed", extras, wheels.python), log)
         lines = [f"FROM {start}", "COPY wheels /wheels-task", f"ENV {TASK_FIND_LINKS}"]
+        # COPY gives every file a new ctime: refresh the index now (it hashes, writes nothing),
+        # or the first `git commit -a` / `add` re-writes every blob, and git "freshens" (utimes)
+        # the packs holding them: the whole history pack copied up into this layer.
         lines += ["COPY testbed /testbed", "WORKDIR /testbed"]
+        lines += ["RUN git update-index -q --refresh >/dev/null || true"]
         lines += [f"RUN {cmd}" for cmd in spec.install]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}
         dockerfile = "\n".join(lines) + "\n"
