@@ -82,6 +82,10 @@ def test_the_standin_runs_its_claims_and_rejects_what_no_fix_could_change(tmp_pa
     assert run(issue.format("{}['k']")) == "Issue reproduced"
     assert run(issue.format("a.f()")) == "Other issues"  # NameError, not the KeyError shown
     assert run(issue.format("{}.get('k')")) == "Issue resolved"
+    shortened = "`f()` returns `{{'a': 1...9, ...}}`; it should be `1`.\n\n```python\n{}\n```"
+    assert (
+        run(shortened.format("d = dict(a=1, b=2, c=9, d=4)\nprint(repr(d))")) == "Issue reproduced"
+    )
     constant = "`f()` returns `None`; it should be `1`.\n\n```python\nprint(repr(None))\n```"
     assert "does not depend" in write_standin_test(constant)[1]
 

@@ -20,7 +20,7 @@ ends by printing an expression of literals and builtins only (no fix could chang
 The test runs the snippet with its stdout captured, reads the last line it printed and any
 exception, and prints "Issue reproduced" when that matches the reported behaviour, "Issue
 resolved" when it matches the expected one, "Other issues" otherwise. A reported value shown
-shortened with "..." matches by its two ends. For "different from" and other non-equality
+shortened with "..." matches by its pieces, in order. For "different from" and other non-equality
 expectations any exception-free value other than the reported one counts as resolved: weaker
 than an agent's test, and said here so nobody mistakes it for one.
 """
@@ -124,10 +124,19 @@ def run_snippet():
 def shown_as(text, shown):
     if text is None:
         return False
-    if "..." in shown:
-        head, _, tail = shown.partition("...")
-        return len(text) >= len(head) + len(tail) and text.startswith(head) and text.endswith(tail)
-    return text == shown
+    parts = shown.split("...")
+    if len(parts) == 1:
+        return text == shown
+    end = len(text) - len(parts[-1])
+    if end < len(parts[0]) or not (text.startswith(parts[0]) and text.endswith(parts[-1])):
+        return False
+    pos = len(parts[0])
+    for part in parts[1:-1]:  # the shown pieces between elisions, in order
+        pos = text.find(part, pos, end)
+        if pos < 0:
+            return False
+        pos += len(part)
+    return True
 
 
 def raised(error, name, message=""):
