@@ -18,6 +18,7 @@ from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import ParallelConfig
 from deepswe.train.sft import SFTConfig
+from deepswe.verify.tts_config import TTSConfig
 
 
 class _Section(BaseModel):
@@ -138,6 +139,8 @@ class TrainConfig(_Section):
     # The profile's evaluation protocol: read by deepswe-eval, validated here too so that
     # `deepswe-train validate-config` checks a whole profile. Training never uses it.
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    # deepswe-verify tts (test-time scaling): validated here for the same reason; unused here.
+    tts: TTSConfig = Field(default_factory=TTSConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

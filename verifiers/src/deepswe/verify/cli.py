@@ -105,3 +105,9 @@ def report(out: Annotated[Path, typer.Argument(help="A folder `select` wrote.")]
     except json.JSONDecodeError as e:
         raise _fail(f"{out / 'report.json'}: not JSON ({e.msg})") from e
     typer.echo(path.read_text(encoding="utf-8"))
+
+
+# --- `deepswe-verify tts` (deepswe.verify.tts_cli): registered here, written there ---------------
+from deepswe.verify.tts_cli import tts  # noqa: E402
+
+app.command("tts")(tts)

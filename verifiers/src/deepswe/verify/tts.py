@@ -1,0 +1,309 @@
+"""`deepswe-verify tts`: hybrid test-time scaling end to end, stage by stage, resumable.
+
+    candidates  eval runs (deepswe-eval run, real grader) of each kind of the mixture over the
+                stated train and test subsets, merged into one pool per split (tts_mixture)
+    judge       judge SFT rows from the TRAIN pool (ef.judge_data), `deepswe-train judge` in a
+                subprocess (verify never imports train); skipped when a served judge is given
+    ef          the judge's P(YES) for every TEST candidate, into the pool's VerdictStore
+    eb          regression verdicts, reproduction tests (the scripted stand-in writer on the
+                tiny profile, named so in the report) and reproduction verdicts
+    report      report.build_report over the test pool, plus the judge's AUC with its
+                uncertainty (tts_auc), the mixture and the seconds of every stage
+
+Layout of --out: config.json (the resolved tts and eval sections; a resume with other values is
+refused naming them), stages.json (done, seconds), candidates/<split>/<kind>/ (eval run
+folders), pool-<split>/ (merged run folders: episodes/, mixture.json, verdicts/, eb/),
+judge/{data.jsonl,model/}, and the report files. Each stage skips what is already on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deepswe.data.task import Task
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.store import atomic_write_json
+from deepswe.verify.store import VerdictStore, candidates_from_run
+from deepswe.verify.tts_config import TTSConfig
+from deepswe.verify.tts_mixture import merge_pools, pick_tasks, write_wrong_recordings
+from deepswe.verify.types import Candidate, VerdictStatus
+
+Log = Callable[[str], None]
+STAGES = ("candidates", "judge", "ef", "eb", "report")
+OPERATIONAL = {"workers", "eb.workers", "max_infra_errors"}  # may change on resume
+
+
+class TTSError(RuntimeError):
+    """A stage cannot go on; the message says what to do. What is on disk is kept."""
+
+
+@dataclass
+class Ctx:
+    profile: Path
+    out: Path
+    cfg: TTSConfig
+    eval_cfg: EvalConfig
+    eval_overrides: list[str]
+    log: Log
+    tasks: dict[str, list[Task]] = field(default_factory=dict)  # split -> picked tasks
+    notes: list[str] = field(default_factory=list)
+
+    def pool(self, split: str) -> Path:
+        return self.out / f"pool-{split}"
+
+
+def cli_bin(name: str) -> str:
+    """A console script of this environment (deepswe-eval, deepswe-train)."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def model_available(eval_cfg: EvalConfig) -> tuple[bool, str]:
+    """Whether the eval policy can run here: its model folder exists, or its endpoint is set."""
+    p = eval_cfg.policy
+    if p.name == "openai":
+        return bool(p.base_url), f"endpoint {p.base_url or '(no base_url set)'}"
+    if "path" in p.args:
+        return Path(p.args["path"]).exists(), f"model folder {p.args['path']}"
+    return p.name not in ("gold", "empty", "replay"), f"policy {p.name}"
+
+
+def kind_counts(ctx: Ctx, split: str) -> dict[str, int]:
+    counts = (ctx.cfg.test_mixture if split == "test" else ctx.cfg.train_mixture).counts()
+    ok, what = model_available(ctx.eval_cfg)
+    if counts["model"] and not ok:
+        if ctx.cfg.require_model:
+            raise TTSError(f"tts.require_model: {what} is not there; run `make train` first")
+        note = (
+            f"{split}: {counts['model']} model episodes per task planned, none run: {what} absent"
+        )
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        counts["model"] = 0
+    return counts
+
+
+def eval_run(ctx: Ctx, split: str, kind: str, n: int, run_dir: Path) -> None:
+    """deepswe-eval run of one kind over the split's tasks (resumable: the same folder)."""
+    pick = ctx.cfg.test if split == "test" else ctx.cfg.train
+    cmd = [cli_bin("deepswe-eval"), "run", "--config", str(ctx.profile), "--out", str(run_dir),
+           "--dataset", pick.dataset, "--runs", str(n), "--workers", str(ctx.cfg.workers)]  # fmt: skip
+    for t in ctx.tasks[split]:
+        cmd += ["--ids", t.instance_id]
+    cmd += ctx.eval_overrides
+    if kind == "right":
+        cmd += ["--policy", "gold", "eval.policy.args={}"]
+    elif kind == "empty":
+        cmd += ["--policy", "empty", "eval.policy.args={}"]
+    elif kind == "wrong":
+        rec = write_wrong_recordings(ctx.tasks[split], n, ctx.out / "candidates" / split / "wrong-recordings")  # fmt: skip
+        cmd += ["--policy", "replay", "--replay-dir", str(rec), "eval.policy.args={}"]
+    ctx.log(f"tts candidates: {split}/{kind}: {n} per task x {len(ctx.tasks[split])} tasks")
+    done = subprocess.run(cmd, stdout=sys.stderr)  # its tables and progress go to the terminal
+    if done.returncode != 0:
+        raise TTSError(f"deepswe-eval run for {split}/{kind} exited {done.returncode} "
+                       f"({run_dir}); run the same command again to resume it")  # fmt: skip
+
+
+def stage_candidates(ctx: Ctx) -> None:
+    for split in ctx.tasks:  # no train split when the judge is served (nothing to train)
+        counts = kind_counts(ctx, split)
+        sources = {}
+        for kind, n in counts.items():
+            if n:
+                sources[kind] = ctx.out / "candidates" / split / kind
+                eval_run(ctx, split, kind, n, sources[kind])
+        ids = [t.instance_id for t in ctx.tasks[split]]
+        table = merge_pools(sources, counts, ids, ctx.pool(split), ctx.cfg.seed)
+        graded = [r for rows in table.values() for r in rows if r["status"] == "graded"]
+        ctx.log(f"tts candidates: {split} pool: {len(ids)} tasks, {len(graded)} graded, "
+                f"{sum(bool(r['resolved']) for r in graded)} resolved")  # fmt: skip
+
+
+def with_issues(pools: dict[str, list[Candidate]], tasks: list[Task]) -> list[Candidate]:
+    """Eval episodes carry no problem statement: the task's is the judge's issue."""
+    issues = {t.instance_id: t.problem_statement for t in tasks}
+    return [c.model_copy(update={"problem_statement": issues.get(c.instance_id, "")})
+            for iid in sorted(pools) for c in pools[iid]]  # fmt: skip
+
+
+def judge_base(ctx: Ctx) -> str:
+    for p in ctx.cfg.judge.base_models:
+        if Path(p).exists():
+            return p
+    raise TTSError(f"tts.judge.base_models: none of {ctx.cfg.judge.base_models} exists; make one "
+                   "with `deepswe-train init-model --out runs/models/tiny-qwen3`")  # fmt: skip
+
+
+def stage_judge(ctx: Ctx) -> None:
+    from deepswe.verify.ef.judge_data import build_judge_rows, task_splits, write_rows
+    from deepswe.verify.ef.tokens import ChatTokens, load_tokenizer
+
+    j = ctx.cfg.judge
+    if j.base_url:
+        ctx.notes.append(f"judge: served at {j.base_url} as {j.model}; not trained here")
+        return
+    folder, base = ctx.out / "judge", judge_base(ctx)
+    if (folder / "model" / "metrics.json").is_file():
+        return
+    tasks = ctx.tasks["train"]
+    cands = with_issues(candidates_from_run(ctx.pool("train")), tasks)
+    pools: dict[str, list[Candidate]] = {}
+    for c in cands:
+        pools.setdefault(c.instance_id, []).append(c)
+    rows = build_judge_rows(pools, task_splits(ctx.cfg.train.dataset, tasks),
+                            ChatTokens(load_tokenizer(base)), j.max_prompt_tokens,
+                            seed=ctx.cfg.seed, log=ctx.log)  # fmt: skip
+    if not rows:
+        raise TTSError("judge: no training rows (no graded train candidates)")
+    write_rows(rows, folder / "data.jsonl")
+    for stale in (folder / "model", folder / "model.tmp"):  # a killed run leaves no whole model
+        shutil.rmtree(stale, ignore_errors=True)
+    cmd = [cli_bin("deepswe-train"), "judge", "--config", j.config, "--data",
+           str(folder / "data.jsonl"), "--out", str(folder / "model"), f"model={base}", *j.overrides]  # fmt: skip
+    ctx.log(f"tts judge: base {base}, {len(rows)} rows: {' '.join(cmd[1:])}")
+    if subprocess.run(cmd, stdout=sys.stderr).returncode != 0:
+        raise TTSError("deepswe-train judge failed (its message is above)")
+
+
+def make_tts_judge(ctx: Ctx):
+    j = ctx.cfg.judge
+    if j.base_url:
+        from deepswe.verify.ef.endpoint import EndpointJudge, EndpointJudgeConfig
+
+        if not (j.model and j.tokenizer):
+            raise TTSError("tts.judge.base_url needs tts.judge.model and tts.judge.tokenizer")
+        return EndpointJudge(EndpointJudgeConfig(base_url=j.base_url, model=j.model,
+                                                 tokenizer=j.tokenizer))  # fmt: skip
+    from deepswe.verify.ef.local import LocalJudge
+
+    return LocalJudge(ctx.out / "judge" / "model" / "merged")
+
+
+def stage_ef(ctx: Ctx) -> None:
+    from deepswe.verify.ef.score import score_candidates
+
+    cands = with_issues(candidates_from_run(ctx.pool("test")), ctx.tasks["test"])
+    store = VerdictStore(ctx.pool("test"))
+    if not [c for c in cands if (c.instance_id, c.run) not in store.done("ef")]:
+        return
+    score_candidates(cands, make_tts_judge(ctx), store, budget=ctx.cfg.judge.max_prompt_tokens,
+                     workers=1, log=ctx.log)  # fmt: skip
+
+
+def stage_eb(ctx: Ctx) -> None:
+    from deepswe.verify.eb import (
+        AgentTestWriter,
+        SandboxPlan,
+        ScriptedStandinWriter,
+        generate_tests,
+        score_regression,
+        score_reproduction,
+    )
+
+    tasks = {t.instance_id: t for t in ctx.tasks["test"]}
+    pools = candidates_from_run(ctx.pool("test"))
+    store = VerdictStore(ctx.pool("test"))
+    plan = SandboxPlan(backend=ctx.eval_cfg.sandbox_backend, limits=ctx.eval_cfg.sandbox,
+                       workers=ctx.cfg.eb.workers)  # fmt: skip
+    score_regression(pools, tasks, store, plan=plan, log=ctx.log)
+    if ctx.cfg.eb.writer == "agent":
+        writer = AgentTestWriter(ctx.eval_cfg.policy, ctx.eval_cfg.episode,
+                                 ctx.pool("test") / "eb" / "testgen-episodes")  # fmt: skip
+    else:
+        writer = ScriptedStandinWriter()
+        note = ("eb: reproduction tests by the SCRIPTED STAND-IN writer (the issue's own "
+                "snippet as a test, no model), not a test-writing agent")  # fmt: skip
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+    generate_tests(list(tasks.values()), store, writer, n=ctx.cfg.eb.tests_per_task, plan=plan,
+                   log=ctx.log)  # fmt: skip
+    score_reproduction(pools, tasks, store, plan=plan, log=ctx.log)
+    for verifier in ("regression", "reproduction"):
+        bad = [v for v in store.load(verifier).values() if v.status is VerdictStatus.UNREACHABLE]
+        if bad:
+            raise TTSError(f"eb: {len(bad)} {verifier} verdicts unreachable (sandbox failures); "
+                           "run again to retry them")  # fmt: skip
+
+
+def stage_report(ctx: Ctx, stages: dict) -> dict:
+    from deepswe.verify.tts_report import write_tts_report
+
+    return write_tts_report(ctx.out, ctx.profile, ctx.cfg, list(ctx.tasks), ctx.notes, stages)
+
+
+def check_resume(out: Path, resolved: dict) -> None:
+    """Refuse a resume whose resolved config differs (operational fields aside), naming keys."""
+    path = out / "config.json"
+    if not path.is_file():
+        return
+    old = json.loads(path.read_text(encoding="utf-8"))
+
+    def flat(d: dict, pre: str = "") -> dict:
+        out: dict = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{pre}{k}.") if isinstance(v, dict) else {f"{pre}{k}": v})
+        return out
+
+    a, b = flat(old), flat(resolved)
+    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)
+                  and k.split(".", 1)[-1] not in OPERATIONAL)  # fmt: skip
+    if diff:
+        raise TTSError(f"{out}: a run with other settings is there ({', '.join(diff[:8])}); "
+                       "use another --out or the same settings")  # fmt: skip
+
+
+def run_tts(
+    profile: Path, out: Path, cfg: TTSConfig, eval_cfg: EvalConfig, eval_overrides: list[str],
+    log: Log = print,
+) -> dict:  # fmt: skip
+    """Every stage not yet done, in order; returns report.json's content."""
+    from deepswe.data.datasets import load_tasks
+
+    resolved = {"tts": cfg.model_dump(mode="json"), "eval": eval_cfg.model_dump(mode="json")}
+    check_resume(out, resolved)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", resolved)
+    ctx = Ctx(profile, out, cfg, eval_cfg, eval_overrides, log)
+    picks = (
+        [("test", cfg.test)] if cfg.judge.base_url else [("train", cfg.train), ("test", cfg.test)]
+    )
+    for split, pick in picks:
+        try:
+            ctx.tasks[split] = pick_tasks(load_tasks(pick.dataset), pick)
+        except ValueError as exc:
+            raise TTSError(str(exc)) from None
+        log(f"tts: {split} tasks ({pick.dataset}): {[t.instance_id for t in ctx.tasks[split]]}")
+    spath = out / "stages.json"
+    stages = json.loads(spath.read_text()) if spath.is_file() else {}
+    for split in ctx.tasks:
+        kind_counts(ctx, split)  # the notes, on every resume too
+    runners = {"candidates": stage_candidates, "judge": stage_judge, "ef": stage_ef,
+               "eb": stage_eb}  # fmt: skip
+    for name in STAGES[:-1]:
+        st = stages.setdefault(name, {"done": False, "seconds": 0.0})
+        if st["done"]:
+            log(f"tts {name}: done before ({st['seconds']:.1f}s)")
+            continue
+        log(f"tts {name}: starting")
+        t0 = time.monotonic()
+        try:
+            runners[name](ctx)
+            st["done"] = True
+        finally:  # seconds add up over resumes
+            st["seconds"] = round(st["seconds"] + time.monotonic() - t0, 1)
+            atomic_write_json(spath, stages)
+        log(f"tts {name}: done in {st['seconds']:.1f}s")
+    t0 = time.monotonic()
+    stages["report"] = {"done": True, "seconds": 0.0}
+    report = stage_report(ctx, stages)
+    stages["report"]["seconds"] = round(time.monotonic() - t0, 1)
+    atomic_write_json(spath, stages)
+    log(f"tts report: {out}/report.md ({stages['report']['seconds']:.1f}s)")
+    return report

@@ -1,0 +1,152 @@
+"""The `tts:` section of a profile: how `deepswe-verify tts` builds, judges and selects candidates.
+
+    deepswe-verify tts --config configs/tiny.yaml --out runs/tts-tiny [tts.a.b=v eval.a.b=v ...]
+
+Read beside the profile's `eval:` section (the policy, episode and sandbox limits every candidate
+episode runs under). Overrides `tts.*` edit this section, `eval.*` the eval section; errors name
+the file and the dotted key, as deepswe.eval.config does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from deepswe.eval.config import (
+    ConfigError,
+    EvalConfig,
+    config_error,
+    parse_override,
+    set_path,
+    validate_eval_config,
+)
+
+KINDS = ("model", "right", "wrong", "empty")
+
+
+class TaskPick(BaseModel):
+    """A stated subset of a split: explicit ids, else the first `per_repo` tasks (by id) of each
+    repository (of `repos` only, when given)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str = Field(description="dataset name, e.g. swe-mini:test")
+    ids: list[str] = Field(default_factory=list, description="these tasks; empty: per_repo")
+    per_repo: int | None = Field(
+        2, ge=1, description="tasks per repository, first by instance id; null: every task"
+    )
+    repos: list[str] = Field(
+        default_factory=list, description="only these repositories (e.g. pypi/addict); empty: all"
+    )
+
+
+class Mixture(BaseModel):
+    """Candidates per task by kind. model: episodes of the eval section's policy; right: the gold
+    patch through the tools; wrong: a scripted edit of the buggy hunk that keeps the bug (variant
+    i per run); empty: submit at once. All graded by the real grader."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: int = Field(0, ge=0, description="episodes of the eval policy per task")
+    right: int = Field(0, ge=0, description="gold-patch episodes per task")
+    wrong: int = Field(0, ge=0, description="scripted wrong-fix episodes per task")
+    empty: int = Field(0, ge=0, description="empty-patch episodes per task")
+
+    @model_validator(mode="after")
+    def _some(self) -> Mixture:
+        if self.right + self.wrong + self.empty + self.model == 0:
+            raise ValueError("a mixture needs at least one candidate per task")
+        return self
+
+    def counts(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in KINDS}
+
+
+class JudgeStage(BaseModel):
+    """The execution-free judge: trained here (deepswe-train judge, subprocess) and run in
+    process, or served (endpoint) and only asked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config: str = Field("configs/judge-tiny.yaml", description="deepswe-train judge's config")
+    base_models: list[str] = Field(
+        default_factory=lambda: ["runs/models/tiny-qwen3-sft", "runs/models/tiny-qwen3"],
+        description="the judge's base model: the first of these folders that exists",
+    )
+    overrides: list[str] = Field(
+        default_factory=list, description="passed on to deepswe-train judge, e.g. epochs=1"
+    )
+    max_prompt_tokens: int = Field(8192, gt=0, description="condense judge prompts above this")
+    base_url: str | None = Field(
+        None, description="a served judge (vLLM, the LoRA as a module): skip training, ask it"
+    )
+    model: str | None = Field(None, description="the judge's name at base_url")
+    tokenizer: str | None = Field(None, description="the judge's tokenizer (local or cached)")
+
+
+class EBStage(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    writer: Literal["scripted-standin", "agent"] = Field(
+        "scripted-standin",
+        description="reproduction tests: the issue's snippet as a test (a stand-in, tiny) or an "
+        "agent episode of the eval policy with the test-writing prompt",
+    )
+    tests_per_task: int = Field(1, ge=1, description="reproduction tests written per task")
+    workers: int = Field(2, ge=1, description="sandboxes at once")
+
+
+class TTSConfig(BaseModel):
+    """`deepswe-verify tts`: candidates, judge, EB verdicts, selection, report."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test: TaskPick = Field(
+        default_factory=lambda: TaskPick(dataset="swe-mini:test"),
+        description="tasks whose candidates are selected among",
+    )
+    train: TaskPick = Field(
+        default_factory=lambda: TaskPick(dataset="swe-mini:train", per_repo=1),
+        description="tasks whose episodes train the judge (train split only)",
+    )
+    test_mixture: Mixture = Field(
+        default_factory=lambda: Mixture(model=4, right=2, wrong=5, empty=1)
+    )
+    train_mixture: Mixture = Field(default_factory=lambda: Mixture(model=1, right=1, wrong=1))
+    require_model: bool = Field(
+        False,
+        description="refuse when the eval policy's model folder is absent (false: run with "
+        "the scripted kinds only and say so in the report)",
+    )
+    workers: int = Field(2, ge=1, description="candidate episodes at once")
+    seed: int = Field(0, description="the per-task order of the merged pools, the AUC bootstrap")
+    auc_bootstrap: int = Field(2000, ge=0, description="task-level bootstrap resamples of AUC")
+    judge: JudgeStage = Field(default_factory=JudgeStage)
+    eb: EBStage = Field(default_factory=EBStage)
+
+
+def load_tts_config(profile: str | Path, overrides: list[str] = ()) -> tuple[TTSConfig, EvalConfig]:  # type: ignore[assignment]
+    """(tts section, eval section) of `profile` with `tts.*` / `eval.*` overrides applied."""
+    try:
+        doc = yaml.safe_load(Path(profile).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{profile}: cannot read: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{profile}: want a mapping of sections at the top level")
+    sections: dict[str, Any] = {
+        "tts": dict(doc.get("tts") or {}),
+        "eval": dict(doc.get("eval") or {}),
+    }
+    for text in overrides:
+        keys, value = parse_override(text)
+        if keys[0] not in sections or len(keys) < 2:
+            raise ConfigError(f"override {text!r}: want tts.<key>=value or eval.<key>=value")
+        set_path(sections[keys[0]], keys[1:], value, text)
+    try:
+        tts = TTSConfig.model_validate(sections["tts"])
+    except ValidationError as exc:
+        raise config_error(str(profile), exc, "tts") from None
+    return tts, validate_eval_config(sections["eval"], str(profile))
