@@ -13,7 +13,7 @@ INSTALLED := $(VENV)/.installed
 CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,-c infra/constraints-cpu.txt)
 
 .PHONY: help setup engine base-images test test-fast lint format clean \
-        data data-synth images train eval eval-tts reproduce publish bench
+        data data-synth images train eval eval-tts tts-endpoints reproduce publish bench
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -123,8 +123,25 @@ else
 	@echo "make eval: report in $(EVAL_OUT)/report.md"
 endif
 
-eval-tts:  ## hybrid test-time scaling for PROFILE
-	$(call missing,the verifiers (execution-free, execution-based, hybrid selection) are not built)
+# Test-time scaling: the profile's tts: section (deepswe-verify tts; verifiers/README.md). tiny:
+# graded candidates (scripted right/wrong fixes, the trained model's episodes when
+# runs/train-tiny/final exists), a LoRA judge trained on swe-mini:train episodes, EB verdicts,
+# Best@k. deepswe-32b: the policy and the judge (a LoRA on vLLM) served. TTS_OVERRIDES='tts.a=v ...'
+JUDGE_URL ?=
+TTS_OUT ?= runs/tts-$(PROFILE)
+tts-endpoints:
+ifneq ($(PROFILE),tiny)
+	@[ -n "$(BASE_URL)" ] && [ -n "$(JUDGE_URL)" ] || { echo "make eval-tts: set BASE_URL=http://HOST:PORT/v1 (the policy's vLLM server) and JUDGE_URL=http://HOST:PORT/v1 (vLLM serving the judge as a LoRA; see verifiers/README.md)" >&2; exit 2; }
+endif
+
+eval-tts: tts-endpoints setup $(if $(filter tiny,$(PROFILE)),$(TINY_MODEL))  ## hybrid test-time scaling for PROFILE (tiny: ~30 min)
+ifeq ($(PROFILE),tiny)
+	$(BIN)/deepswe-verify tts --config configs/tiny.yaml --out $(TTS_OUT) $(TTS_OVERRIDES)
+else
+	$(BIN)/deepswe-verify tts --config configs/$(PROFILE).yaml --out $(TTS_OUT) \
+	  eval.policy.base_url=$(BASE_URL) tts.judge.base_url=$(JUDGE_URL) $(TTS_OVERRIDES)
+endif
+	@echo "make eval-tts: report in $(TTS_OUT)/report.md"
 
 reproduce: data images train eval eval-tts  ## the main job: data, images, train, eval, eval-tts for PROFILE
 

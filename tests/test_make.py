@@ -61,3 +61,50 @@ def test_make_eval_tiny_runs_the_baselines_and_the_model_from_the_profile():
     cfg = _resolved(run)
     assert (cfg["dataset"], cfg["runs"], cfg["episode"]["max_steps"]) == ("swe-mini:test", 2, 8)
     assert cfg["policy"]["args"] == {"path": "runs/train-tiny/final"}
+
+
+# --- make eval-tts (deepswe-verify tts) ---------------------------------------------------------
+VERIFY = str(Path(sys.executable).with_name("deepswe-verify"))
+
+
+def _verify_commands(*make_args: str) -> list[list[str]]:
+    out = subprocess.run(["make", "-n", "--no-print-directory", *make_args], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")  # fmt: skip
+    return [shlex.split(line) for line in out.splitlines() if "/deepswe-verify " in line]
+
+
+def _tts_resolved(argv: list[str]) -> dict:
+    done = subprocess.run([VERIFY, *argv[1:], "--dry-run"], cwd=ROOT, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return json.loads(done.stdout)
+
+
+def test_make_eval_tts_tiny_runs_the_verb_on_the_profiles_tts_section():
+    (cmd,) = _verify_commands("eval-tts", "PROFILE=tiny", "TTS_OVERRIDES=tts.workers=1")
+    assert cmd[1] == "tts" and cmd[cmd.index("--config") + 1] == "configs/tiny.yaml"
+    assert cmd[cmd.index("--out") + 1] == "runs/tts-tiny"
+    cfg = _tts_resolved(cmd)
+    assert (cfg["tts"]["test"]["dataset"], cfg["tts"]["workers"]) == ("swe-mini:test", 1)
+    assert cfg["tts"]["eb"]["writer"] == "scripted-standin"
+    assert cfg["eval"]["policy"]["args"] == {"path": "runs/train-tiny/final"}
+
+
+@pytest.mark.parametrize("given", [[], ["BASE_URL=http://gpu-node:8000/v1"]])
+def test_make_eval_tts_deepswe_32b_without_endpoints_says_what_to_set(given):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("BASE_URL", "JUDGE_URL")}
+    done = subprocess.run(["make", "--no-print-directory", "eval-tts", "PROFILE=deepswe-32b", *given],
+                          cwd=ROOT, capture_output=True, text=True, env=env)  # fmt: skip
+    assert done.returncode == 2
+    assert "BASE_URL=http" in done.stderr and "JUDGE_URL=http" in done.stderr
+
+
+def test_make_eval_tts_deepswe_32b_passes_both_endpoints_and_reads_the_rest_from_the_profile():
+    (cmd,) = _verify_commands("eval-tts", "PROFILE=deepswe-32b", "BASE_URL=http://gpu:8000/v1",
+                              "JUDGE_URL=http://judge:8001/v1")  # fmt: skip
+    cfg = _tts_resolved(cmd)
+    assert cfg["eval"]["policy"]["base_url"] == "http://gpu:8000/v1"
+    assert cfg["tts"]["judge"]["base_url"] == "http://judge:8001/v1"
+    assert (cfg["tts"]["test"]["dataset"], cfg["tts"]["test_mixture"]["model"]) == (
+        "swe-bench-verified", 16)  # fmt: skip
