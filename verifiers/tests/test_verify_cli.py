@@ -86,7 +86,7 @@ def test_select_run_reads_candidates_and_verdicts(tmp_path: Path) -> None:
         (["select", "--out", "o", "--run", "nowhere"], "not an evaluation run folder"),
         (["select", "--out", "o", "--recorded", "x", "--counting", "all"], "--counting"),
         (["report", "nowhere"], "no report.json"),
-        (["score"], "not wired yet"),
+        (["score", "--run", "nowhere", "--verifier", "regression"], "nowhere: no graded"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(tmp_path: Path, args, message) -> None:
@@ -132,3 +132,21 @@ def test_console_script_runs(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "o" / "predictions" / "hybrid.jsonl").is_file()
+
+
+def test_score_names_what_is_missing(tmp_path: Path) -> None:
+    run = tmp_path / "eval-1"
+    RunStore(run).save(
+        EpisodeRecord(instance_id="t1", run=0, repo="a/b", status=EpisodeStatus.GRADED,
+                      outcome="resolved", trajectory=Trajectory(instance_id="t1", policy="p",
+                      messages=[], ending="submitted", patch="p"))
+    )  # fmt: skip
+    for args, message in [
+        (["--verifier", "ef"], "needs --judge-path, or --judge-url"),
+        (["--verifier", "ef", "--judge-url", "http://x/v1"], "--judge-model"),
+        (["--verifier", "bogus"], "one of ef, regression, reproduction"),
+        (["--verifier", "reproduction", "--writer", "agent"], "--writer-url"),
+    ]:
+        res = runner.invoke(app, ["score", "--run", str(run), *args])
+        assert res.exit_code == 2 and message in res.output, (args, res.output)
+    assert not (run / "verdicts").exists()  # nothing scored, nothing written

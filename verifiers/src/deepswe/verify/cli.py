@@ -1,4 +1,6 @@
-"""The deepswe-verify command line: score (not wired yet), select, report.
+"""The deepswe-verify command line: score, select, report.
+
+    deepswe-verify score --run runs/<eval-id> --verifier ef|regression|reproduction ...
 
     deepswe-verify select --recorded traj/ --out runs/tts      recorded R2E-Gym/DeepSWE rollouts
     deepswe-verify select --run runs/<eval-id> --out runs/tts  an eval run and its verdicts
@@ -32,13 +34,65 @@ def _fail(message: str) -> typer.Exit:
 
 
 @app.command()
-def score() -> None:
-    """Score an eval run's candidates with the verifiers (not wired into this command yet)."""
-    raise _fail(
-        "score is not wired yet; nothing was run. The verifiers live in deepswe.verify.ef "
-        "(execution-free judge) and deepswe.verify.eb (regression, reproduction); once they "
-        "write verdicts under <run>/verdicts/, `select --run` reads them."
-    )
+def score(
+    run: Annotated[Path, typer.Option(help="The eval run folder whose graded episodes to score.")],
+    verifier: Annotated[str, typer.Option(help="ef | regression | reproduction")],
+    judge_path: Annotated[
+        Path | None, typer.Option(help="ef: an in-process judge (HF folder, merged LoRA)")
+    ] = None,
+    judge_url: Annotated[
+        str | None, typer.Option(help="ef: an OpenAI-compatible endpoint serving the judge")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option(help="ef: the judge's served name")] = None,
+    judge_tokenizer: Annotated[
+        str | None, typer.Option(help="ef: the judge's tokenizer (folder or model id)")
+    ] = None,
+    writer: Annotated[
+        str, typer.Option(help="reproduction: scripted-standin (no model: a stand-in) | agent")
+    ] = "scripted-standin",
+    writer_url: Annotated[str | None, typer.Option(help="agent writer: endpoint")] = None,
+    writer_model: Annotated[str | None, typer.Option(help="agent writer: model name")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="candidates scored at once")] = 2,
+) -> None:
+    """Score an eval run's graded candidates with one verifier (resumable)."""
+    from deepswe.verify.scoring import ScoreError, score_run
+
+    judge = None
+    if verifier == "ef":
+        judge = _judge(judge_path, judge_url, judge_model, judge_tokenizer)
+    test_writer = _writer(writer, writer_url, writer_model) if verifier == "reproduction" else None
+    try:
+        counts = score_run(run, verifier, judge=judge, writer=test_writer, workers=workers)
+    except ScoreError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"{verifier}: {counts} (in {run}/verdicts/{verifier}/)")
+
+
+def _judge(path, url, model, tokenizer):
+    if path and url:
+        raise _fail("--judge-path and --judge-url: give one")
+    if path:
+        from deepswe.verify.ef.local import LocalJudge
+
+        return LocalJudge(path)
+    if not (url and model and tokenizer):
+        raise _fail("--verifier ef needs --judge-path, or --judge-url with --judge-model and "
+                    "--judge-tokenizer")  # fmt: skip
+    from deepswe.verify.ef.endpoint import EndpointJudge, EndpointJudgeConfig
+
+    return EndpointJudge(EndpointJudgeConfig(base_url=url, model=model, tokenizer=tokenizer))
+
+
+def _writer(kind, url, model):
+    from deepswe.verify.eb import AgentTestWriter, ScriptedStandinWriter
+
+    if kind == "scripted-standin":
+        return ScriptedStandinWriter()
+    if kind != "agent" or not (url and model):
+        raise _fail("--writer: scripted-standin, or agent with --writer-url and --writer-model")
+    from deepswe.env.policies import PolicySpec
+
+    return AgentTestWriter(PolicySpec(name="openai", base_url=url, model=model))
 
 
 @app.command("select")
