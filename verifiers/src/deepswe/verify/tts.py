@@ -37,6 +37,8 @@ from deepswe.verify.types import Candidate, VerdictStatus
 
 Log = Callable[[str], None]
 STAGES = ("candidates", "judge", "ef", "eb", "report")
+STANDIN = ("eb: reproduction tests by the SCRIPTED STAND-IN writer (the issue's own snippet as a "
+           "test, no model), not a test-writing agent")  # fmt: skip
 OPERATIONAL = {"workers", "eb.workers", "max_infra_errors"}  # may change on resume
 
 
@@ -62,6 +64,14 @@ class Ctx:
 def cli_bin(name: str) -> str:
     """A console script of this environment (deepswe-eval, deepswe-train)."""
     return str(Path(sys.executable).with_name(name))
+
+
+def relay(cmd: list[str], log: Log) -> int:
+    """Run a command, passing its output on line by line through `log`; its exit status."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+        for line in p.stdout:  # type: ignore[union-attr]
+            log(line.rstrip("\n"))
+    return p.returncode
 
 
 def model_available(eval_cfg: EvalConfig) -> tuple[bool, str]:
@@ -105,9 +115,9 @@ def eval_run(ctx: Ctx, split: str, kind: str, n: int, run_dir: Path) -> None:
         rec = write_wrong_recordings(ctx.tasks[split], n, ctx.out / "candidates" / split / "wrong-recordings")  # fmt: skip
         cmd += ["--policy", "replay", "--replay-dir", str(rec), "eval.policy.args={}"]
     ctx.log(f"tts candidates: {split}/{kind}: {n} per task x {len(ctx.tasks[split])} tasks")
-    done = subprocess.run(cmd, stdout=sys.stderr)  # its tables and progress go to the terminal
-    if done.returncode != 0:
-        raise TTSError(f"deepswe-eval run for {split}/{kind} exited {done.returncode} "
+    code = relay(cmd, ctx.log)
+    if code != 0:
+        raise TTSError(f"deepswe-eval run for {split}/{kind} exited {code} "
                        f"({run_dir}); run the same command again to resume it")  # fmt: skip
 
 
@@ -168,7 +178,7 @@ def stage_judge(ctx: Ctx) -> None:
     cmd = [cli_bin("deepswe-train"), "judge", "--config", j.config, "--data",
            str(folder / "data.jsonl"), "--out", str(folder / "model"), f"model={base}", *j.overrides]  # fmt: skip
     ctx.log(f"tts judge: base {base}, {len(rows)} rows: {' '.join(cmd[1:])}")
-    if subprocess.run(cmd, stdout=sys.stderr).returncode != 0:
+    if relay(cmd, ctx.log) != 0:
         raise TTSError("deepswe-train judge failed (its message is above)")
 
 
@@ -218,10 +228,6 @@ def stage_eb(ctx: Ctx) -> None:
                                  ctx.pool("test") / "eb" / "testgen-episodes")  # fmt: skip
     else:
         writer = ScriptedStandinWriter()
-        note = ("eb: reproduction tests by the SCRIPTED STAND-IN writer (the issue's own "
-                "snippet as a test, no model), not a test-writing agent")  # fmt: skip
-        if note not in ctx.notes:
-            ctx.notes.append(note)
     generate_tests(list(tasks.values()), store, writer, n=ctx.cfg.eb.tests_per_task, plan=plan,
                    log=ctx.log)  # fmt: skip
     score_reproduction(pools, tasks, store, plan=plan, log=ctx.log)
@@ -284,6 +290,8 @@ def run_tts(
     stages = json.loads(spath.read_text()) if spath.is_file() else {}
     for split in ctx.tasks:
         kind_counts(ctx, split)  # the notes, on every resume too
+    if cfg.eb.writer == "scripted-standin":
+        ctx.notes.append(STANDIN)
     runners = {"candidates": stage_candidates, "judge": stage_judge, "ef": stage_ef,
                "eb": stage_eb}  # fmt: skip
     for name in STAGES[:-1]:
