@@ -1,4 +1,4 @@
-"""The deepswe-eval command line: `run`, `validate`, `report`, `grade`, `envs`.
+"""The deepswe-eval command line: `run`, `validate`, `report`, `view`, `grade`, `envs`.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
 edited by `eval.a.b=value` overrides and by the flags below, in that order.
@@ -271,6 +271,25 @@ def report(run_dir: Path = typer.Argument(..., help="a run folder written by `ru
         typer.echo("note: dataset not loadable here; SWE-bench files not rewritten", err=True)
     metrics = build_report(run_dir)
     typer.echo(summary_table(metrics))
+
+
+@app.command()
+def view(
+    run_dir: Path = typer.Argument(..., help="a run folder written by `run`"),
+    out: Path = typer.Option(None, help="the HTML file to write (default: RUN_DIR/view.html)"),
+    serve: int = typer.Option(None, help="then serve it at http://127.0.0.1:PORT/ until Ctrl-C"),
+) -> None:
+    """Write one self-contained HTML page to browse the run's episodes: open it from disk, no
+    server or network needed."""
+    from deepswe.eval.viewer import serve as serve_page
+    from deepswe.eval.viewer import write_view
+
+    if not (run_dir / "episodes").is_dir() and not (run_dir / "config.json").exists():
+        _fail(f"{run_dir}: no episodes/ and no config.json; not a run folder")
+    page = write_view(run_dir, out)
+    typer.echo(f"viewer: {page}")
+    if serve is not None:
+        serve_page(page, serve)
 
 
 @app.command()

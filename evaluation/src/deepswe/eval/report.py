@@ -1,4 +1,4 @@
-"""metrics.json, report.md and the plots of a run folder, rebuilt from what is on disk."""
+"""metrics.json, report.md, the plots and view.html of a run folder, rebuilt from what is on disk."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from deepswe.eval.card import RunCard, read_card
 from deepswe.eval.metrics import compute_metrics
 from deepswe.eval.store import RunStore, atomic_write_json
+from deepswe.eval.viewer import write_view
 
 
 def _pct(x: float | None) -> str:
@@ -66,6 +67,7 @@ def build_report(run_dir: Path | str) -> dict:
     plots = _plots(metrics, store.root)
     (store.root / "report.md").write_text(render_markdown(metrics, card, plots), encoding="utf-8")
     metrics.pop("_steps_values")
+    write_view(store.root, records=records)
     return metrics
 
 
@@ -183,7 +185,8 @@ def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
         f"- code version: `{card.code_version}`; workers: {cfg.workers}; started {card.started_at}",
         "",
         "Full card: `config.json`; raw numbers: `metrics.json`; SWE-bench files: "
-        "`predictions/run-<k>.jsonl`, `reports/run-<k>/<instance_id>/report.json`.",
+        "`predictions/run-<k>.jsonl`, `reports/run-<k>/<instance_id>/report.json`; every "
+        "episode, step by step: `view.html`.",
         "",
     ]
     return "\n".join(out)
