@@ -12,7 +12,7 @@ INSTALLED := $(VENV)/.installed
 # CPU machines pin torch to the CPU wheel; set CONSTRAINTS= on a GPU machine.
 CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,-c infra/constraints-cpu.txt)
 
-.PHONY: help setup engine base-images test test-fast lint format clean \
+.PHONY: help setup engine browser base-images test test-fast lint format clean \
         data data-synth images train eval eval-tts tts-endpoints reproduce publish bench
 
 help:  ## list the targets
@@ -31,13 +31,16 @@ $(INSTALLED): $(foreach s,$(SUBPROJECTS),$(s)/pyproject.toml) infra/constraints-
 engine:  ## make sure a Docker engine answers (installs docker.io as root on Debian/Ubuntu)
 	@bash infra/docker/ensure-engine.sh
 
+browser:  ## make sure a Chromium answers for the viewer's browser test (Debian's chromium as root)
+	@bash infra/browser/ensure-chromium.sh
+
 base-images: $(INSTALLED) engine  ## build the registry-free base images (no-op when present)
 	@$(BIN)/deepswe-env images base
 
 setup: $(INSTALLED) engine base-images  ## venv + editable installs + Docker engine + base images
 
 # --- checks ----------------------------------------------------------------------------------
-test: setup  ## run every test but the gpu ones (docker tests included)
+test: setup browser  ## run every test but the gpu ones (docker and browser tests included)
 	$(BIN)/pytest -m 'not gpu' $(PYTEST_ARGS)
 
 test-fast: $(INSTALLED)  ## unit tests only: no Docker, no slow ones
