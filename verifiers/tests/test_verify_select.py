@@ -139,25 +139,31 @@ def test_ties_everywhere_share_the_pick() -> None:
 @settings(max_examples=200, deadline=None)
 @given(pool=pools(missing=True))
 def test_missing_scores_are_named_never_zero(pool: list[Scores]) -> None:
-    """A needed score missing for some candidate gives MISSING_SCORES naming it; a
-    reproduction score missing for every candidate skips that rule instead."""
+    """A needed score missing for some candidate gives MISSING_SCORES naming it; a regression
+    or reproduction score missing for every candidate skips that rule instead."""
     for method in METHODS:
         sel = select(pool, method)
-        needs = {"ef": ["ef"], "eb": ["regression"], "oracle": [], "random": []}.get(
-            method, ["ef", "regression"]
-        )
+        needs = {"ef": ["ef"], "oracle": [], "random": []}.get(method, [])
         lacking = [n for n in needs if any(getattr(s, n) is None for s in pool)]
-        repro = [s.reproduction is None for s in pool]
-        if method in ("eb", "hybrid", "hybrid-curve") and any(repro) and not all(repro):
-            lacking.append("reproduction")
+        if method in ("hybrid", "hybrid-curve") and any(s.ef is None for s in pool):
+            lacking.append("ef")
+        skipped = []
+        for name in ("regression", "reproduction"):
+            if method not in ("eb", "hybrid", "hybrid-curve"):
+                continue
+            gone = [getattr(s, name) is None for s in pool]
+            if all(gone):
+                skipped.append(name)
+            elif any(gone):
+                lacking.append(name)
         if lacking:
             assert sel.status is SelectionStatus.MISSING_SCORES, (method, pool)
             assert sel.expected_resolved is None and sel.chosen is None
             assert any(n in sel.detail for n in lacking)
         else:
             assert sel.status is SelectionStatus.SELECTED, (method, sel.detail)
-            if method in ("eb", "hybrid", "hybrid-curve") and all(repro):
-                assert "reproduction" in sel.detail
+            for name in skipped:
+                assert f"{name} score: rule skipped" in sel.detail
 
 
 def test_nan_counts_as_missing() -> None:

@@ -59,7 +59,7 @@ def _rank(pool: Sequence[Scores], p: Plan) -> list[float]:
         return [float(s.resolved) for s in pool]
     if p.method == "random":
         return [0.0 for _ in pool]
-    keys = [(s.regression, s.reproduction if p.use_reproduction else 0.0) for s in pool]
+    keys = [(p.regression(s), p.reproduction(s)) for s in pool]
     order = {key: float(i) for i, key in enumerate(sorted(set(keys)))}
     return [order[key] for key in keys]
 
@@ -77,15 +77,12 @@ def _tiered(pool: Sequence[Scores], p: Plan, k: int) -> float:
     present and no better group is: a Vandermonde count with at least one member of g.
     """
 
-    def rep(s: Scores) -> float:
-        return s.reproduction if p.use_reproduction else 0.0  # type: ignore[return-value]
-
-    finals = [(s.regression, rep(s), s.ef) for s in pool]
+    finals = [(p.regression(s), p.reproduction(s), s.ef) for s in pool]
     if p.method == "hybrid":
         cuts: list[object] = [s.ef for s in pool]
         c = max(1, k // 2)
     else:
-        cuts = [(s.ef, s.regression, rep(s)) for s in pool]
+        cuts = [(s.ef, p.regression(s), p.reproduction(s)) for s in pool]
         c = min(k, max(3, int(0.5 * k)))
     size: dict[tuple, int] = {}
     hits: dict[tuple, int] = {}

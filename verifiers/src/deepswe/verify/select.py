@@ -39,7 +39,9 @@ Deviations from the reference, on purpose:
   candidate lacks (None or NaN) returns MISSING_SCORES naming it; an empty pool NO_CANDIDATES.
   A pool where *no* candidate has a reproduction score (no test was kept for the task) skips
   that rule and says so in `detail`: the reference's empty score lists sum to 0 for every
-  candidate, which is the same no-op.
+  candidate, which is the same no-op. Likewise for regression when no test passes at the base
+  commit (a task whose test command runs only the graded file): a rule with nothing to
+  compare on cannot change the pick.
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ class Plan:
     method: str
     use_reproduction: bool = True
     note: str = ""
+    use_regression: bool = True
+
+    def regression(self, s: Scores) -> float:
+        return s.regression if self.use_regression else 0.0  # type: ignore[return-value]
+
+    def reproduction(self, s: Scores) -> float:
+        return s.reproduction if self.use_reproduction else 0.0  # type: ignore[return-value]
 
 
 def _has(value: float | None) -> bool:
@@ -80,21 +89,23 @@ def plan(pool: Sequence[Scores], method: str) -> Plan | str:
     """The Plan for `method` on `pool`, or why it cannot run (a missing score, named)."""
     if method not in _NEEDS:
         raise ValueError(f"unknown selection method {method!r}; known: {', '.join(METHODS)}")
-    use_repro, note = True, ""
+    skipped = []
     for name in _NEEDS[method]:
         have = [_has(getattr(s, name)) for s in pool]
         if all(have):
             continue
-        if name == "reproduction" and not any(have):
-            use_repro, note = False, "no candidate has a reproduction score: rule skipped"
+        if name in ("regression", "reproduction") and not any(have):
+            skipped.append(name)  # nothing to compare on: the rule cannot change the pick
             continue
         runs = [s.run for s, ok in zip(pool, have, strict=True) if not ok]
         return f"{name} score missing for run(s) {runs}"
-    return Plan(method, use_repro, note)
-
-
-def _repro(s: Scores, p: Plan) -> float:
-    return s.reproduction if p.use_reproduction else 0.0  # type: ignore[return-value]
+    note = "; ".join(f"no candidate has a {n} score: rule skipped" for n in skipped)
+    return Plan(
+        method,
+        use_reproduction="reproduction" not in skipped,
+        note=note,
+        use_regression="regression" not in skipped,
+    )
 
 
 def _share(group: Sequence[Scores]) -> float:
@@ -120,9 +131,9 @@ def pick(pool: Sequence[Scores], p: Plan) -> tuple[list[Scores], float]:
     if m == "ef":
         tied = _top(pool, lambda s: s.ef)
         return tied, _share(tied)
-    final = lambda s: (s.regression, _repro(s, p), s.ef)  # noqa: E731 - the last three rules
+    final = lambda s: (p.regression(s), p.reproduction(s), s.ef)  # noqa: E731 - the last three
     if m == "eb":
-        tied = _top(pool, lambda s: (s.regression, _repro(s, p)))
+        tied = _top(pool, lambda s: (p.regression(s), p.reproduction(s)))
         return tied, _share(tied)
     if m == "hybrid":
         cut = max(1, len(pool) // 2)
@@ -131,7 +142,7 @@ def pick(pool: Sequence[Scores], p: Plan) -> tuple[list[Scores], float]:
         return tied, _share(tied)
     if m == "hybrid-curve":
         cut = min(len(pool), max(3, int(0.5 * len(pool))))
-        full = lambda s: (s.ef, s.regression, _repro(s, p))  # noqa: E731
+        full = lambda s: (s.ef, p.regression(s), p.reproduction(s))  # noqa: E731
         kept = sorted(pool, key=full, reverse=True)[:cut]  # stable: lower runs first on ties
         tied = _top(kept, final)
         # the whole pool's group with this key: who of it the cut keeps is the notebook's chance
