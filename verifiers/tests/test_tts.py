@@ -15,10 +15,10 @@ from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.config import ConfigError, EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
 from deepswe.verify.cli import app
-from deepswe.verify.tts import model_available
-from deepswe.verify.tts_auc import auc, auc_report, hanley_mcneil_se
-from deepswe.verify.tts_config import TaskPick, load_tts_config
-from deepswe.verify.tts_mixture import merge_pools, pick_tasks, plan_slots, wrong_fix_actions
+from deepswe.verify.tts.auc import auc, auc_report, hanley_mcneil_se
+from deepswe.verify.tts.config import TaskPick, load_tts_config
+from deepswe.verify.tts.mixture import merge_pools, pick_tasks, plan_slots, wrong_fix_actions
+from deepswe.verify.tts.pipeline import model_available
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny.yaml"

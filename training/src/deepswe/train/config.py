@@ -18,7 +18,7 @@ from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import ParallelConfig
 from deepswe.train.sft import SFTConfig
-from deepswe.verify.tts_config import TTSConfig
+from deepswe.verify.tts.config import TTSConfig
 
 
 class _Section(BaseModel):

@@ -161,7 +161,7 @@ def report(out: Annotated[Path, typer.Argument(help="A folder `select` wrote.")]
     typer.echo(path.read_text(encoding="utf-8"))
 
 
-# --- `deepswe-verify tts` (deepswe.verify.tts_cli): registered here, written there ---------------
-from deepswe.verify.tts_cli import tts  # noqa: E402
+# --- `deepswe-verify tts` (deepswe.verify.tts.cli): registered here, written there ---------------
+from deepswe.verify.tts.cli import tts  # noqa: E402
 
 app.command("tts")(tts)

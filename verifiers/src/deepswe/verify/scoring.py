@@ -20,7 +20,7 @@ from pathlib import Path
 from deepswe.data.task import Task
 from deepswe.eval.config import EvalConfig
 from deepswe.verify.store import VerdictStore, candidates_from_run
-from deepswe.verify.types import Candidate, Verdict
+from deepswe.verify.types import Verdict
 
 
 class ScoreError(RuntimeError):
@@ -41,17 +41,6 @@ def run_tasks(run_root: Path, ids: set[str]) -> dict[str, Task]:
         mirror = Path(cfg.repo_mirror) if cfg.repo_mirror else None
         tasks, _ = prepare_all(tasks, mode=cfg.swebench_env, mirror=mirror)
     return {t.instance_id: t for t in tasks}
-
-
-def with_statements(pools: dict[str, list[Candidate]], tasks: dict[str, Task]) -> list[Candidate]:
-    """Every candidate, its task's problem statement filled in (the judge reads it)."""
-    return [
-        c.model_copy(update={"problem_statement": tasks[c.instance_id].problem_statement})
-        if c.instance_id in tasks
-        else c
-        for pool in pools.values()
-        for c in pool
-    ]
 
 
 def score_run(
@@ -75,8 +64,9 @@ def score_run(
         if judge is None:
             raise ScoreError("--verifier ef needs a judge: --judge-path or --judge-url")
         tasks = run_tasks(run_root, set(pools))
+        with_issues = candidates_from_run(run_root, tasks.values())
         score_candidates(
-            with_statements(pools, tasks),
+            [c for pool in with_issues.values() for c in pool],
             judge,
             store,
             budget=budget or DEFAULT_BUDGET,

@@ -9,8 +9,10 @@ so a resume asks again, as the eval runner does with infra errors.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
+from deepswe.data.task import Task
 from deepswe.eval.store import EpisodeStatus, RunStore, atomic_write_json
 from deepswe.verify.types import Candidate, Verdict, VerdictStatus
 
@@ -46,9 +48,14 @@ class VerdictStore:
         }
 
 
-def candidates_from_run(run_root: Path | str) -> dict[str, list[Candidate]]:
+def candidates_from_run(
+    run_root: Path | str, tasks: Iterable[Task] = ()
+) -> dict[str, list[Candidate]]:
     """The graded episodes of an eval run as candidate pools, one per task, runs in order.
-    Episodes without a grade (infra errors, unsupported environments) are not candidates."""
+    Episodes without a grade (infra errors, unsupported environments) are not candidates.
+    Episodes carry no problem statement; a candidate of one of `tasks` gets its task's (the
+    judge reads it)."""
+    statements = {t.instance_id: t.problem_statement for t in tasks}
     pools: dict[str, list[Candidate]] = {}
     for rec in RunStore(run_root).records():
         if rec.status is not EpisodeStatus.GRADED or rec.trajectory is None:
@@ -60,6 +67,7 @@ def candidates_from_run(run_root: Path | str) -> dict[str, list[Candidate]]:
                 patch=rec.trajectory.patch,
                 resolved=rec.resolved,
                 trajectory=rec.trajectory,
+                problem_statement=statements.get(rec.instance_id, ""),
                 origin=f"eval:{Path(run_root).name}",
             )
         )

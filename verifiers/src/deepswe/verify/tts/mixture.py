@@ -25,7 +25,7 @@ from unidiff import PatchSet
 from deepswe.data.task import Task
 from deepswe.env.policies.scripted import FINISH
 from deepswe.eval.store import EpisodeRecord, RunStore, atomic_write_json
-from deepswe.verify.tts_config import KINDS, TaskPick
+from deepswe.verify.tts.config import KINDS, TaskPick
 
 NOTES = (
     "fix: handle this case as the issue describes",

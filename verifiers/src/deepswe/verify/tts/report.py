@@ -12,9 +12,9 @@ from deepswe.eval.store import atomic_write_json
 from deepswe.verify.report import build_report
 from deepswe.verify.run_pools import load_run_pools
 from deepswe.verify.store import VerdictStore
-from deepswe.verify.tts_auc import auc_report
-from deepswe.verify.tts_config import TTSConfig
-from deepswe.verify.tts_mixture import read_mixture
+from deepswe.verify.tts.auc import auc_report
+from deepswe.verify.tts.config import TTSConfig
+from deepswe.verify.tts.mixture import read_mixture
 from deepswe.verify.types import VerdictStatus
 
 

@@ -23,8 +23,8 @@ def tts(
 ) -> None:  # fmt: skip
     """Candidates (scripted right/wrong fixes and the model's episodes, graded), the EF judge
     trained on train-split episodes, EB verdicts, selection and the Best@k report."""
-    from deepswe.verify.tts import TTSError, run_tts
-    from deepswe.verify.tts_config import load_tts_config
+    from deepswe.verify.tts.config import load_tts_config
+    from deepswe.verify.tts.pipeline import TTSError, run_tts
 
     overrides = overrides or []
     try:

@@ -1,14 +1,14 @@
 """`deepswe-verify tts`: hybrid test-time scaling end to end, stage by stage, resumable.
 
     candidates  eval runs (deepswe-eval run, real grader) of each kind of the mixture over the
-                stated train and test subsets, merged into one pool per split (tts_mixture)
+                stated train and test subsets, merged into one pool per split (tts/mixture.py)
     judge       judge SFT rows from the TRAIN pool (ef.judge_data), `deepswe-train judge` in a
                 subprocess (verify never imports train); skipped when a served judge is given
     ef          the judge's P(YES) for every TEST candidate, into the pool's VerdictStore
     eb          regression verdicts, reproduction tests (the scripted stand-in writer on the
                 tiny profile, named so in the report) and reproduction verdicts
     report      report.build_report over the test pool, plus the judge's AUC with its
-                uncertainty (tts_auc), the mixture and the seconds of every stage
+                uncertainty (tts/auc.py), the mixture and the seconds of every stage
 
 Layout of --out: config.json (the resolved tts and eval sections; a resume with other values is
 refused naming them), stages.json (done, seconds), candidates/<split>/<kind>/ (eval run
@@ -31,8 +31,8 @@ from deepswe.data.task import Task
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import atomic_write_json
 from deepswe.verify.store import VerdictStore, candidates_from_run
-from deepswe.verify.tts_config import TTSConfig
-from deepswe.verify.tts_mixture import merge_pools, pick_tasks, write_wrong_recordings
+from deepswe.verify.tts.config import TTSConfig
+from deepswe.verify.tts.mixture import merge_pools, pick_tasks, write_wrong_recordings
 from deepswe.verify.types import Candidate, VerdictStatus
 
 Log = Callable[[str], None]
@@ -136,11 +136,10 @@ def stage_candidates(ctx: Ctx) -> None:
                 f"{sum(bool(r['resolved']) for r in graded)} resolved")  # fmt: skip
 
 
-def with_issues(pools: dict[str, list[Candidate]], tasks: list[Task]) -> list[Candidate]:
-    """Eval episodes carry no problem statement: the task's is the judge's issue."""
-    issues = {t.instance_id: t.problem_statement for t in tasks}
-    return [c.model_copy(update={"problem_statement": issues.get(c.instance_id, "")})
-            for iid in sorted(pools) for c in pools[iid]]  # fmt: skip
+def with_issues(run: Path, tasks: list[Task]) -> list[Candidate]:
+    """Every candidate of a pool run, in task order, its task's problem statement filled in."""
+    pools = candidates_from_run(run, tasks)
+    return [c for iid in sorted(pools) for c in pools[iid]]
 
 
 def judge_base(ctx: Ctx) -> str:
@@ -163,7 +162,7 @@ def stage_judge(ctx: Ctx) -> None:
     if (folder / "model" / "metrics.json").is_file():
         return
     tasks = ctx.tasks["train"]
-    cands = with_issues(candidates_from_run(ctx.pool("train")), tasks)
+    cands = with_issues(ctx.pool("train"), tasks)
     pools: dict[str, list[Candidate]] = {}
     for c in cands:
         pools.setdefault(c.instance_id, []).append(c)
@@ -199,7 +198,7 @@ def make_tts_judge(ctx: Ctx):
 def stage_ef(ctx: Ctx) -> None:
     from deepswe.verify.ef.score import score_candidates
 
-    cands = with_issues(candidates_from_run(ctx.pool("test")), ctx.tasks["test"])
+    cands = with_issues(ctx.pool("test"), ctx.tasks["test"])
     store = VerdictStore(ctx.pool("test"))
     if not [c for c in cands if (c.instance_id, c.run) not in store.done("ef")]:
         return
@@ -239,7 +238,7 @@ def stage_eb(ctx: Ctx) -> None:
 
 
 def stage_report(ctx: Ctx, stages: dict) -> dict:
-    from deepswe.verify.tts_report import write_tts_report
+    from deepswe.verify.tts.report import write_tts_report
 
     return write_tts_report(ctx.out, ctx.profile, ctx.cfg, list(ctx.tasks), ctx.notes, stages)
 
