@@ -107,6 +107,17 @@ def set_path(data: dict[str, Any], path: list[str], value: Any, text: str) -> No
     node[path[-1]] = value
 
 
+def read_profile(path: str | Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML profile; ConfigError naming the file when it is not one."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: want a mapping of sections at the top level")
+    return doc
+
+
 def load_eval_config(
     profile: str | Path | None, overrides: list[str] = (), edits: dict[str, Any] | None = None
 ) -> EvalConfig:  # type: ignore[assignment]
@@ -116,11 +127,8 @@ def load_eval_config(
     where = "defaults"
     if profile is not None:
         where = str(profile)
-        try:
-            doc = yaml.safe_load(Path(profile).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{profile}: cannot read: {exc}") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("eval", {}), dict):
+        doc = read_profile(profile)
+        if not isinstance(doc.get("eval", {}), dict):
             raise ConfigError(f"{profile}: want a mapping with an `eval:` section")
         data = dict(doc.get("eval") or {})
     for text in overrides:

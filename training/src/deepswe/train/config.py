@@ -13,7 +13,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepswe.env.sandbox import SandboxLimits
-from deepswe.eval.config import ConfigError, EvalConfig, config_error, parse_override, set_path
+from deepswe.eval.config import (
+    ConfigError,  # noqa: F401 - re-exported: the training CLI and trainer catch it from here
+    EvalConfig,
+    config_error,
+    parse_override,
+    read_profile,
+    set_path,
+)
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import ParallelConfig
@@ -152,12 +159,7 @@ class TrainConfig(_Section):
 def load_config(path: str | Path, overrides: list[str] = ()) -> TrainConfig:  # type: ignore[assignment]
     """The validated config of YAML file `path` with `overrides` applied in order."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: want a mapping of sections at the top level")
+    data = read_profile(path)
     for text in overrides:
         keys, value = parse_override(text)
         set_path(data, keys, value, text)

@@ -26,7 +26,7 @@ import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from deepswe.eval.config import ConfigError, config_error, parse_override, set_path
+from deepswe.eval.config import config_error, parse_override, read_profile, set_path
 from deepswe.train.rollout import ChatRenderer, TokenSequence, build_sequence
 from deepswe.train.sft import sequence_loss
 from deepswe.verify.ef.judge_data import JudgeRow
@@ -66,12 +66,7 @@ class JudgeSFTConfig(BaseModel):
 
 
 def load_judge_config(path: str | Path, overrides: Sequence[str] = ()) -> JudgeSFTConfig:
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: want a mapping at the top level")
+    data = read_profile(path)
     for text in overrides:
         keys, value = parse_override(text)
         set_path(data, keys, value, text)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepswe.eval.config import (
@@ -20,6 +19,7 @@ from deepswe.eval.config import (
     EvalConfig,
     config_error,
     parse_override,
+    read_profile,
     set_path,
     validate_eval_config,
 )
@@ -130,12 +130,7 @@ class TTSConfig(BaseModel):
 
 def load_tts_config(profile: str | Path, overrides: list[str] = ()) -> tuple[TTSConfig, EvalConfig]:  # type: ignore[assignment]
     """(tts section, eval section) of `profile` with `tts.*` / `eval.*` overrides applied."""
-    try:
-        doc = yaml.safe_load(Path(profile).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{profile}: cannot read: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{profile}: want a mapping of sections at the top level")
+    doc = read_profile(profile)
     sections: dict[str, Any] = {
         "tts": dict(doc.get("tts") or {}),
         "eval": dict(doc.get("eval") or {}),
