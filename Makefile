@@ -148,8 +148,9 @@ endif
 
 reproduce: data images train eval eval-tts  ## the main job: data, images, train, eval, eval-tts for PROFILE
 
-publish:  ## push checkpoints, logs and trajectories to the Hugging Face Hub
-	$(call missing,hub publishing)
+publish: $(INSTALLED)  ## stage RUN=runs/ID [EVAL=runs/ID] for REPO=ns/name, print the plan; PUSH=1 pushes
+	@[ -n "$(RUN)$(EVAL)" ] && [ -n "$(REPO)" ] || { echo "make publish: set RUN=runs/<train-id> and/or EVAL=runs/<eval-id>, and REPO=namespace/name" >&2; exit 2; }
+	$(BIN)/deepswe-train publish $(RUN) $(if $(EVAL),--eval $(EVAL)) --repo $(REPO) $(if $(PUSH),--push) $(PUBLISH_FLAGS)
 
 bench: $(INSTALLED)  ## run the benchmarks in bench/
 	@ls bench/*.py >/dev/null 2>&1 || { echo "make bench: not built yet: no benchmark in bench/" >&2; exit 2; }

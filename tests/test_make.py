@@ -108,3 +108,21 @@ def test_make_eval_tts_deepswe_32b_passes_both_endpoints_and_reads_the_rest_from
     assert cfg["tts"]["judge"]["base_url"] == "http://judge:8001/v1"
     assert (cfg["tts"]["test"]["dataset"], cfg["tts"]["test_mixture"]["model"]) == (
         "swe-bench-verified", 16)  # fmt: skip
+
+
+def test_make_publish_passes_run_eval_and_repo_to_the_verb_and_pushes_only_with_push():
+    def argv(*extra: str) -> list[str]:
+        out = subprocess.run(["make", "-n", "--no-print-directory", "publish", *extra], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        return next(shlex.split(x) for x in out.splitlines() if "/deepswe-train publish" in x)
+
+    plan = argv("RUN=runs/train-tiny", "EVAL=runs/eval-tiny/model", "REPO=me/tiny")
+    assert plan[1:] == [
+        "publish",
+        "runs/train-tiny",
+        "--eval",
+        "runs/eval-tiny/model",
+        "--repo",
+        "me/tiny",
+    ]
+    assert argv("RUN=runs/train-tiny", "REPO=me/tiny", "PUSH=1")[-1] == "--push"

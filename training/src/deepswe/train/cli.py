@@ -209,3 +209,39 @@ def judge(
 
 if __name__ == "__main__":
     app()
+
+
+@app.command("publish")
+def publish(
+    run: Path = typer.Argument(None, help="training run folder (runs/ID, with final/)"),
+    eval_run: Path = typer.Option(None, "--eval", help="evaluation run folder (metrics.json)"),
+    repo: str = typer.Option(None, help="model repo NAMESPACE/NAME"),
+    dataset_repo: str = typer.Option(
+        None, help="trajectory dataset repo (default: REPO-trajectories)"
+    ),
+    staging: Path = typer.Option(
+        None, help="staging folder (default: RUN/publish or EVAL/publish)"
+    ),
+    push: bool = typer.Option(False, "--push", help="push to the Hub (HF_ENDPOINT, HF_TOKEN)"),
+    private: bool = typer.Option(False, help="create new repos private"),
+    create_pr: bool = typer.Option(False, help="open pull requests instead of committing"),
+    force: bool = typer.Option(False, help="allow tiny weights under a full-reproduction name"),
+) -> None:
+    """Stage a run for the Hub and print the plan; push only with --push."""
+    from deepswe.train.publish import PublishError, build_plan, push_plan
+    from deepswe.train.publish.stage import StageError
+
+    out = staging or ((run or eval_run) / "publish")
+    try:
+        plan = build_plan(run, eval_run, repo, dataset_repo, out, force=force)
+    except StageError as err:
+        raise _fail(f"publish: {err}", EXIT_INVALID) from None
+    typer.echo(plan.render())
+    if not push:
+        typer.echo("not pushed (add --push, or PUSH=1 with make)")
+        return
+    try:
+        for line in push_plan(plan, private=private, create_pr=create_pr):
+            typer.echo(f"pushed {line}")
+    except PublishError as err:
+        raise _fail(f"publish: {err}", EXIT_CANNOT_RUN) from None
