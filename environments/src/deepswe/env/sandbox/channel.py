@@ -1,8 +1,8 @@
 """The host side of the sandbox helper protocol (server.py): one process, JSON lines both ways.
 
-Every backend starts server.py inside its sandbox over one stream and hands the stream's argv
-here; everything above the transport (run, read, write, timeouts, dead-sandbox detection) is
-shared.
+Every backend starts server.py inside its sandbox over one stream and hands it here as a
+Transport (an argv for a subprocess, or the Kubernetes backend's exec websocket); everything
+above the transport (run, read, write, timeouts, dead-sandbox detection) is shared.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import json
 import queue
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from deepswe.env.sandbox import ExecResult, SandboxDied, SandboxError, SandboxLimits
 
@@ -21,12 +23,35 @@ SERVER_SOURCE = Path(__file__).with_name("server.py")
 REPLY_GRACE_S = 30.0
 
 
-class Channel:
-    """A running server.py, spoken to over its stdin/stdout. One request at a time."""
+class Transport(Protocol):
+    """One byte stream to server.py: a subprocess pipe (Docker, local) or an exec websocket."""
 
-    def __init__(self, argv: list[str], *, ready_timeout_s: float = 60.0) -> None:
+    def send(self, data: bytes) -> None:
+        """Write bytes to the helper's stdin; OSError if the stream is gone."""
+        ...
+
+    def lines(self) -> Iterator[bytes]:
+        """The helper's stdout, a line at a time, until the stream ends."""
+        ...
+
+    def ended(self) -> bool:
+        """True once the stream is over (the helper exited or the connection dropped)."""
+        ...
+
+    def death_note(self) -> str:
+        """Why the stream ended, for a SandboxDied message."""
+        ...
+
+    def close(self) -> None:
+        """End the stream and whatever runs behind it. Safe to call twice."""
+        ...
+
+
+class ProcessTransport:
+    """server.py behind a host subprocess's pipes (`docker exec -i ...`, or python3 itself)."""
+
+    def __init__(self, argv: list[str]) -> None:
         self.argv = argv
-        self._lock = threading.Lock()
         self._proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -34,27 +59,64 @@ class Channel:
             stderr=subprocess.PIPE,
             bufsize=0,
         )
+
+    def send(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(data)
+        self._proc.stdin.flush()
+
+    def lines(self) -> Iterator[bytes]:
+        assert self._proc.stdout is not None
+        yield from self._proc.stdout
+
+    def ended(self) -> bool:
+        return self._proc.poll() is not None
+
+    def death_note(self) -> str:
+        code = self._proc.poll()
+        err = b""
+        if code is not None and self._proc.stderr is not None:
+            err = self._proc.stderr.read() or b""
+        tail = err.decode(errors="replace").strip()[-500:]
+        return f"sandbox helper stream closed (exit {code}){': ' + tail if tail else ''}"
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+
+
+class Channel:
+    """A running server.py, spoken to over one transport. One request at a time.
+
+    `transport` is a Transport, or an argv run as a ProcessTransport.
+    """
+
+    def __init__(self, transport: Transport | list[str], *, ready_timeout_s: float = 60.0) -> None:
+        if isinstance(transport, list):
+            transport = ProcessTransport(transport)
+        self._transport = transport
+        self._lock = threading.Lock()
         self._replies: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self.call({"op": "ping"}, wait_s=ready_timeout_s)
 
     def _pump(self) -> None:
         """Move answer lines to a queue, so a wait can time out; None marks end of stream."""
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            self._replies.put(line)
-        self._replies.put(None)
+        try:
+            for line in self._transport.lines():
+                self._replies.put(line)
+        finally:
+            self._replies.put(None)
 
     def call(self, request: dict, *, wait_s: float) -> dict:
         """Send one request, return its answer; SandboxDied if the stream ends or stalls."""
         with self._lock:
-            if self._proc.poll() is not None and self._replies.empty():
+            if self._transport.ended() and self._replies.empty():
                 raise SandboxDied(self._death_note())
             try:
-                assert self._proc.stdin is not None
-                self._proc.stdin.write((json.dumps(request) + "\n").encode())
-                self._proc.stdin.flush()
-            except (BrokenPipeError, OSError) as exc:
+                self._transport.send((json.dumps(request) + "\n").encode())
+            except OSError as exc:
                 raise SandboxDied(f"{self._death_note()} ({exc})") from exc
             try:
                 line = self._replies.get(timeout=wait_s)
@@ -109,17 +171,10 @@ class Channel:
         self.call(req, wait_s=REPLY_GRACE_S)
 
     def _death_note(self) -> str:
-        code = self._proc.poll()
-        err = b""
-        if code is not None and self._proc.stderr is not None:
-            err = self._proc.stderr.read() or b""
-        tail = err.decode(errors="replace").strip()[-500:]
-        return f"sandbox helper stream closed (exit {code}){': ' + tail if tail else ''}"
+        return self._transport.death_note()
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-        self._proc.wait()
+        self._transport.close()
 
 
 class ChannelSandbox:
