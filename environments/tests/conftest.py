@@ -16,6 +16,26 @@ def base_image() -> str:
     return ensure_base_image("bookworm")
 
 
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory):
+    """The test Kubernetes API server (k8s_server.py) and a kubeconfig pointing at it."""
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    sys.path.insert(0, here)
+    try:
+        from k8s_server import serve
+    finally:
+        sys.path.remove(here)
+    kubeconfig = tmp_path_factory.mktemp("k8s") / "kubeconfig"
+    server, cluster = serve(kubeconfig)
+    cluster.kubeconfig = str(kubeconfig)
+    yield cluster
+    server.shutdown()
+    cluster.shutdown()
+
+
 OPS_GOOD = (
     "def add(a, b):\n    return a + b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
 )

@@ -1,7 +1,9 @@
 """One conformance suite for every Sandbox backend, so backends cannot drift apart.
 
 The local backend runs server.py as a host subprocess; the docker one in a real container of the
-bookworm base image. Paths are under a per-test folder that exists in both.
+bookworm base image; the kubernetes one in a pod of the test API server (k8s_server.py), which is
+a real container of the same image reached through the unmodified `kubernetes` client. Paths are
+under a per-test folder that exists in all of them.
 """
 
 from __future__ import annotations
@@ -16,11 +18,23 @@ from deepswe.env.sandbox import Sandbox, SandboxLimits, backend_class
 LIMITS = SandboxLimits(command_timeout_s=20, max_output_bytes=100_000, pids=256, memory="512m")
 
 
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+BACKEND_PARAMS = [
+    "local",
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("kubernetes", marks=pytest.mark.docker),
+]
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
 def box(request, tmp_path):
     if request.param == "docker":
         image = request.getfixturevalue("base_image")
         sb = backend_class("docker")(image, LIMITS, workdir="/")
+        root = f"/tmp/conf-{uuid.uuid4().hex[:8]}"
+    elif request.param == "kubernetes":
+        image = request.getfixturevalue("base_image")
+        kubeconfig = request.getfixturevalue("k8s_cluster").kubeconfig
+        sb = backend_class("kubernetes")(image, LIMITS, workdir="/", kubeconfig=kubeconfig)
         root = f"/tmp/conf-{uuid.uuid4().hex[:8]}"
     else:
         sb = backend_class("local")(None, LIMITS)

@@ -1,7 +1,7 @@
 """Sandboxes: where a task's repository lives while a policy works on it and while it is graded.
 
-`Sandbox` is the Protocol every backend implements (docker.py, local.py beside this file); one
-conformance test module runs against all of them. Backends are looked up by name in BACKENDS
+`Sandbox` is the Protocol every backend implements (docker.py, kubernetes.py, local.py beside
+this file); one conformance test module runs against all of them. Backends are looked up by name in BACKENDS
 (a full dotted path `module:Class` is accepted too) and imported only when chosen.
 """
 
@@ -100,6 +100,7 @@ class Sandbox(Protocol):
 BACKENDS: dict[str, str] = {
     "docker": "deepswe.env.sandbox.docker:DockerSandbox",
     "local": "deepswe.env.sandbox.local:LocalSandbox",
+    "kubernetes": "deepswe.env.sandbox.kubernetes:KubernetesSandbox",
 }
 
 
