@@ -218,6 +218,35 @@ def test_a_model_vllm_cannot_run_fails_at_start_with_the_log(tmp_path):
     assert _processes_mentioning(str(model)) == []
 
 
+@pytest.mark.docker
+def test_the_tiny_profiles_model_is_evaluated_through_an_openai_compatible_server(tmp_path):
+    """The model `make reproduce` trains (init_tiny_model, Qwen's tokenizer) served by vLLM and
+    evaluated with `--policy openai`, as a user evaluates any model. With head_dim 16 the
+    server started, every request failed and each episode was an infra_error."""
+    import json
+    import subprocess
+    import sys
+
+    from deepswe.train.models import init_tiny_model
+
+    _require_vllm()
+    tiny = init_tiny_model(tmp_path / "tiny-qwen3", size="tiny")
+    eng = VLLMEngine(tiny.path)
+    try:
+        out = tmp_path / "eval"
+        cmd = [sys.executable, "-m", "deepswe.eval.cli", "run", "--dataset", "swe-mini:test"]
+        cmd += ["--limit", "1", "--runs", "1", "--workers", "1", "--out", str(out)]
+        cmd += ["--policy", "openai", "--base-url", f"{eng.server.url}/v1", "--model", "policy"]
+        cmd += ["--max-steps", "2", "--max-tokens", "16", "--infra-retries", "0"]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    finally:
+        eng.close()
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    (record,) = [json.loads(p.read_text()) for p in out.glob("episodes/*/run-0.json")]
+    assert record["status"] == "graded", record["reason"]
+    assert len(record["trajectory"]["steps"]) == 2  # both replies came from the server
+
+
 def test_close_stops_the_server(engine, model_dir):
     """Last in the module: it stops the shared server."""
     pid = engine.server.proc.pid

@@ -21,8 +21,10 @@ from deepswe.train.tokenizer import EOS, PAD, build_qwen_tokenizer, build_small_
 
 # Model shapes per --size. Qwen3's own choices where they fit a CPU: head_dim = hidden / heads,
 # GQA with 2 query heads per KV head, SwiGLU width 3 x hidden, tied embeddings (as Qwen3-0.6B).
+# head_dim is at least 32: vLLM's CPU attention has no kernel for 16 (its server starts, then
+# its first forward pass dies), and the tiny model must be servable like any other.
 SIZES: dict[str, dict[str, int]] = {
-    "tiny": {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2},
+    "tiny": {"hidden": 64, "layers": 2, "heads": 2, "kv_heads": 1},
     "small": {"hidden": 128, "layers": 4, "heads": 4, "kv_heads": 2},
 }
 MAX_POSITIONS = 40960  # Qwen3-32B config.json: 32,768 response + prompt headroom
