@@ -24,7 +24,7 @@ def qwen_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("models") / "tiny-qwen3"
     result = runner.invoke(app, ["init-model", "--out", str(out), "--seed", "3"])
     assert result.exit_code == 0, result.output
-    assert "9,805,504 parameters" in result.output and "vocabulary 151,669" in result.output
+    assert "9,805,568 parameters" in result.output and "vocabulary 151,669" in result.output
     return out
 
 
