@@ -95,6 +95,31 @@ def test_openai_policy_replies_with_usage(endpoint):
     assert _Server.seen[-1]["temperature"] == 0.7 and _Server.seen[-1]["max_tokens"] == 50
 
 
+def test_a_seeded_policy_sends_seed_plus_reply_index_and_make_policy_pairs_episodes(endpoint):
+    """Two models evaluated with one --seed see the same seeds: reply i of (task, run) gets
+    episode_seed(seed, task, run) + i; another run or task gets another base; no seed, none sent."""
+    from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
+    from deepswe.env.policies import PolicySpec, episode_seed, make_policy
+
+    _Server.mode = "ok"
+    task = Task(instance_id="t-1", repo="o/r", base_commit="0" * 40, problem_statement="s",
+                source=TaskSource.CUSTOM, test_spec=TestSpec(command="pytest", log_parser="pytest"),
+                hidden=HiddenTests(fail_to_pass=["t.py::t"]))  # fmt: skip
+    spec = PolicySpec(name="openai", base_url=endpoint, model="m", seed=7)
+    for run in (0, 0, 1):
+        p = make_policy(spec, task, run)
+        for _ in range(2):
+            p.reply([{"role": "user", "content": "hi"}], timeout=10)
+    seeds = [body["seed"] for body in _Server.seen[-6:]]
+    base0, base1 = episode_seed(7, "t-1", 0), episode_seed(7, "t-1", 1)
+    assert seeds == [base0, base0 + 1, base0, base0 + 1, base1, base1 + 1] and base0 != base1
+    assert episode_seed(7, "t-2", 0) != base0 and episode_seed(8, "t-1", 0) != base0
+    make_policy(PolicySpec(name="openai", base_url=endpoint, model="m"), task).reply(
+        [{"role": "user", "content": "hi"}], timeout=10
+    )
+    assert _Server.seen[-1].get("seed") is None
+
+
 def test_server_errors_are_infra_and_context_overflow_is_its_own(endpoint):
     p = policy_class("openai")(base_url=endpoint, model="m", retries=0)
     _Server.mode = "fail"

@@ -105,6 +105,9 @@ def run(
     model: str = typer.Option(None, help="model name at the endpoint (openai policy)"),
     temperature: float = typer.Option(None, min=0.0, help="sampling temperature (DeepSWE: 1.0)"),
     max_tokens: int = typer.Option(None, help="max tokens per reply (openai policy)"),
+    seed: int = typer.Option(
+        None, help="seed the openai policy's sampling per (task, run, reply): paired draws"
+    ),
     replay_dir: Path = typer.Option(None, help="recorded trajectories (replay policy)"),
     policy_arg: list[str] = typer.Option(
         None, help="key=value passed to a plugged-in policy's constructor (repeat the option)"
@@ -133,7 +136,7 @@ def run(
     cfg = _config(config, overrides, {
         "dataset": dataset, "policy.name": policy, "policy.args": args, "runs": runs,
         "workers": workers, "policy.base_url": base_url, "policy.model": model,
-        "policy.temperature": temperature, "policy.max_tokens": max_tokens,
+        "policy.temperature": temperature, "policy.max_tokens": max_tokens, "policy.seed": seed,
         "policy.replay_dir": str(replay_dir) if replay_dir else None,
         "episode.max_steps": max_steps, "episode.max_context_tokens": max_context,
         "episode.prompt_variant": prompt_variant, "infra_retries": infra_retries,

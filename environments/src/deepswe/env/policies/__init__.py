@@ -89,6 +89,11 @@ class PolicySpec(BaseModel):
     base_url: str | None = Field(None, description="openai: the endpoint, http://HOST:PORT/v1")
     temperature: float = Field(1.0, ge=0, description="openai: sampling temperature (DeepSWE 1.0)")
     max_tokens: int | None = Field(None, gt=0, description="openai: cap per reply; None: none")
+    seed: int | None = Field(
+        None, description="openai: sample reply i of (task, run) with a seed made from this, the "
+        "task id, the run and i (vLLM honours it): two models evaluated with one seed see paired "
+        "draws. None: the server's own randomness",
+    )  # fmt: skip
     replay_dir: str | None = Field(
         None, description="replay: recorded trajectories (a run folder, or <dir>/<id>.json)"
     )
@@ -120,8 +125,16 @@ def make_policy(spec: PolicySpec, task: Task, run: int = 0) -> Policy:
             model=spec.model,
             temperature=spec.temperature,
             max_tokens=spec.max_tokens,
+            seed=None if spec.seed is None else episode_seed(spec.seed, task.instance_id, run),
         )
     return policy_class(spec.name)(**spec.args)  # a plugged-in policy
+
+
+def episode_seed(seed: int, instance_id: str, run: int) -> int:
+    """A stable 31-bit seed for run `run` of a task: the same on every machine and process."""
+    import zlib
+
+    return zlib.crc32(f"{seed}:{instance_id}:{run}".encode()) & 0x7FFFFFFF
 
 
 def replay_path(root: Path, instance_id: str, run: int) -> Path:

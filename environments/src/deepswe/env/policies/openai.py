@@ -23,6 +23,10 @@ class OpenAIPolicyConfig(BaseModel):
     max_tokens: int | None = Field(None, gt=0, description="per reply; None: the server's")
     retries: int = Field(4, ge=0, description="client retries, exponential backoff")
     logprobs: bool = Field(False, description="ask for sampled log-probs (vLLM supports it)")
+    seed: int | None = Field(
+        None, description="reply i is requested with seed + i (vLLM samples reproducibly with "
+        "it); None: no seed sent",
+    )  # fmt: skip
 
 
 class OpenAIPolicy:
@@ -40,9 +44,12 @@ class OpenAIPolicy:
             max_retries=c.retries,
         )
         self._openai = openai
+        self._replies = 0  # replies asked for: reply i is seeded seed + i
 
     def reply(self, messages: list[dict[str, str]], *, timeout: float) -> Reply:
         c = self.config
+        seed = None if c.seed is None else (c.seed + self._replies) & 0x7FFFFFFF
+        self._replies += 1
         try:
             r = self._client.chat.completions.create(
                 model=c.model,
@@ -50,6 +57,7 @@ class OpenAIPolicy:
                 temperature=c.temperature,
                 max_tokens=c.max_tokens,
                 logprobs=c.logprobs or None,
+                seed=seed,
                 timeout=timeout,
             )
         except self._openai.BadRequestError as exc:
