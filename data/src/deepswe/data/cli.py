@@ -144,5 +144,20 @@ def decontaminate_cmd(
     typer.echo(f"wrote {n} tasks to {to}")
 
 
+@app.command(name="swe-toy")
+def swe_toy_cmd(
+    out: Path = typer.Option(Path("runs/data/swe-toy"), "--out", help="Folder for the dataset."),
+    train: int = typer.Option(8, min=1, help="Train-split tasks (repositories)."),
+    test: int = typer.Option(8, min=1, help="Test-split tasks (repositories)."),
+    seed: int = typer.Option(0, help="Seeds the repositories' contents and statements."),
+) -> None:
+    """Make swe-toy (the tiny profile's RL curriculum): OUT/train.jsonl, OUT/test.jsonl and a
+    git repository per task beside them. Idempotent for the same sizes and seed."""
+    from deepswe.data.swetoy import write_dataset
+
+    paths = write_dataset(out, train, test, seed)
+    typer.echo(f"swe-toy: {train} train and {test} test tasks in {paths['train'].parent}")
+
+
 if __name__ == "__main__":
     app()
