@@ -137,8 +137,14 @@ def test_dead_endpoint_is_infra_error_after_retries(toy, tmp_path):
         sandbox=SandboxLimits(memory="1g"),
     )
     store = RunStore(tmp_path / "run")
-    counts = run_all(tasks[:1], cfg, store, console=Console(file=io.StringIO()))
+    log = io.StringIO()
+    counts = run_all(tasks[:1], cfg, store, console=Console(file=log))
     assert counts == {"infra_error": 1}
+    # not a terminal: one plain progress line per episode instead of a live bar
+    assert (
+        f"episode 1/1: {tasks[0].instance_id} run 0: infra_error (resolved so far 0)"
+        in log.getvalue()
+    )
     (rec,) = store.records()
     assert (rec.status, rec.attempts) == (EpisodeStatus.INFRA_ERROR, 2)
     assert rec.trajectory.ending == "infra_error"

@@ -109,6 +109,7 @@ def test_train_runs_refuses_a_used_folder_and_resumes(tmp_path, monkeypatch):
     assert first.exit_code == 0, first.output
     assert parsed == [CONFIGS / "tiny.yaml"]  # once per run
     assert f"done: {out}" in first.output
+    assert "step 1/1: reward " in first.output  # one progress line a step
     assert (out / "config.yaml").exists() and (out / "checkpoints" / "latest").exists()
 
     again = runner.invoke(app, args)

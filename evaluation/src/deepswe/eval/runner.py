@@ -147,6 +147,12 @@ def run_all(
                 counts[record.outcome.value if record.outcome else record.status.value] += 1
                 resolved += record.resolved
                 progress.update(bar, advance=1, resolved=resolved)
+                if not console.is_terminal:  # a log or a pipe: no live bar, one line an episode
+                    n = int(progress.tasks[0].completed)
+                    what = record.outcome.value if record.outcome else record.status.value
+                    console.print(f"episode {n}/{total}: {record.instance_id} run {record.run}: "
+                                  f"{what} (resolved so far {resolved})", markup=False,
+                                  highlight=False)  # fmt: skip
                 if on_record:
                     on_record(record)
         except BaseException:

@@ -8,6 +8,7 @@ seconds; every other key is a deterministic function of the run's seed and confi
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,11 +62,23 @@ def step_metrics(
     return out
 
 
+def progress_line(record: dict[str, Any], total: int = 0) -> str:
+    """One line per step for the console: reward, episodes trained and masked, seconds."""
+    step = f"step {record['step']}" + (f"/{total}" if total else "")
+    trained, masked = int(record.get("filter/trained", 0)), int(record.get("filter/masked", 0))
+    secs = record.get("time/step")
+    return (f"{step}: reward {record.get('reward/mean', 0.0):.3f}, {trained} episodes trained, "
+            f"{masked} masked" + (f", {secs:.0f} s" if secs is not None else ""))  # fmt: skip
+
+
 class MetricsLog:
     """metrics.jsonl (+ TensorBoard); on resume, drops lines past the checkpoint's step."""
 
-    def __init__(self, run_dir: Path, resume_step: int | None, tensorboard: bool) -> None:
+    def __init__(
+        self, run_dir: Path, resume_step: int | None, tensorboard: bool, total_steps: int = 0
+    ) -> None:
         self.path = run_dir / "metrics.jsonl"
+        self.total = total_steps
         if resume_step is not None and self.path.exists():
             kept = [
                 line
@@ -87,6 +100,7 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
+        print(progress_line(record, self.total), file=sys.stderr, flush=True)
         if self.tb is not None:
             for k, v in record.items():
                 if k != "step":

@@ -120,7 +120,7 @@ class Trainer:
                 trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
                 engine.update_weights(backend.state_dict())  # RemoteEngine: to every replica
             trainer.log = MetricsLog(run_dir, trainer.step if resume else None,
-                                     cfg.run.tensorboard)  # fmt: skip
+                                     cfg.run.tensorboard, cfg.run.steps)  # fmt: skip
         except BaseException:
             trainer.close()  # the Ray actors, when there are any
             raise
