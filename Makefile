@@ -7,13 +7,13 @@ PROFILE ?= tiny
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-SUBPROJECTS := data environments evaluation verifiers training
+SUBPROJECTS := data environments evaluation verifiers training reproduce
 INSTALLED := $(VENV)/.installed
 # CPU machines pin torch to the CPU wheel; set CONSTRAINTS= on a GPU machine.
 CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,-c infra/constraints-cpu.txt)
 
 .PHONY: help setup engine browser base-images test test-fast lint format clean \
-        data data-synth images train eval eval-tts tts-endpoints reproduce publish bench
+        data data-synth images train eval eval-tts tts-endpoints vllm reproduce publish bench
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -79,8 +79,9 @@ REPO_MIRROR ?=
 # configs/deepswe-32b.yaml's data.path reads (a test keeps the two equal).
 R2E_TASKS := runs/data/r2e-gym-subset-decontaminated.jsonl
 
-data: $(INSTALLED)  ## fetch and check the dataset's sources (tiny: swe-mini's pinned sdists)
+data: $(INSTALLED)  ## the profile's tasks (tiny: swe-toy made, swe-mini's pinned sdists fetched)
 ifeq ($(PROFILE),tiny)
+	$(BIN)/deepswe-data swe-toy --out runs/data/swe-toy
 	$(BIN)/deepswe-data swe-mini fetch
 else
 	$(BIN)/deepswe-data decontaminate r2e-gym-subset --to $(R2E_TASKS)
@@ -93,6 +94,8 @@ data-synth: $(INSTALLED)  ## regenerate data/swe-mini/tasks.jsonl from the seed 
 
 images: setup data  ## build every task image of the profile
 ifeq ($(PROFILE),tiny)
+	$(BIN)/deepswe-env build --tasks runs/data/swe-toy/train.jsonl
+	$(BIN)/deepswe-env build --tasks runs/data/swe-toy/test.jsonl
 	$(BIN)/deepswe-env build --tasks swe-mini
 else
 	@echo "make images: deepswe-32b uses the published per-task images (R2E-Gym, SWE-bench); deepswe-eval run --repo-mirror DIR builds SWE-bench ones from source" >&2; exit 2
@@ -102,10 +105,10 @@ $(TINY_MODEL): | $(INSTALLED)
 	$(BIN)/deepswe-train init-model --out $@
 
 # The tiny model has no pretraining: an SFT warm start on scripted right and wrong fixes of the
-# swe-mini train tasks stands in for it (training/README.md). SFT_EPOCHS trades time for fit.
-SFT_EPOCHS ?= 5
+# swe-toy train tasks stands in for it (training/README.md). SFT_EPOCHS=N edits sft.epochs.
+SFT_EPOCHS ?=
 $(TINY_SFT): | $(TINY_MODEL)
-	$(BIN)/deepswe-train sft --config configs/tiny.yaml --out $@ sft.epochs=$(SFT_EPOCHS) model.path=$(TINY_MODEL)
+	$(BIN)/deepswe-train sft --config configs/tiny.yaml --out $@ model.path=$(TINY_MODEL) $(if $(SFT_EPOCHS),sft.epochs=$(SFT_EPOCHS))
 
 train: setup $(if $(filter tiny,$(PROFILE)),images $(TINY_SFT))  ## GRPO++ training (RESUME=1 continues; OVERRIDES='a.b=v ...')
 	$(BIN)/deepswe-train train --config configs/$(PROFILE).yaml --out runs/train-$(PROFILE) \
@@ -146,7 +149,17 @@ else
 endif
 	@echo "make eval-tts: report in $(TTS_OUT)/report.md"
 
-reproduce: data images train eval eval-tts  ## the main job: data, images, train, eval, eval-tts for PROFILE
+vllm:  ## vLLM's CPU build in .venv-vllm (make reproduce serves the tiny checkpoints with it)
+	@bash infra/vllm/install-cpu.sh
+
+# The main job: setup (timed for the report), then every stage of the profile's pipeline
+# (reproduce/README.md). Resumable: a rerun continues from the first stage not done; FRESH=1
+# starts over. REPRODUCE_OVERRIDES='reproduce.a.b=v ...' edits the profile's reproduce: section.
+reproduce:  ## the main job: every stage for PROFILE, resumable (FRESH=1 starts over); report in runs/reproduce-PROFILE/
+	@mkdir -p runs && date +%s > runs/.reproduce-$(PROFILE)-setup-start
+	@$(MAKE) --no-print-directory setup $(if $(filter tiny,$(PROFILE)),vllm)
+	$(BIN)/deepswe-reproduce run --config configs/$(PROFILE).yaml $(if $(FRESH),--fresh) \
+	  --setup-seconds $$(( $$(date +%s) - $$(cat runs/.reproduce-$(PROFILE)-setup-start) )) $(REPRODUCE_OVERRIDES)
 
 publish: $(INSTALLED)  ## stage RUN=runs/ID [EVAL=runs/ID] for REPO=ns/name, print the plan; PUSH=1 pushes
 	@[ -n "$(RUN)$(EVAL)" ] && [ -n "$(REPO)" ] || { echo "make publish: set RUN=runs/<train-id> and/or EVAL=runs/<eval-id>, and REPO=namespace/name" >&2; exit 2; }

@@ -59,7 +59,11 @@ def test_make_eval_tiny_runs_the_baselines_and_the_model_from_the_profile():
     validate, run = _commands("eval", "PROFILE=tiny", "EVAL_OVERRIDES=eval.runs=2")
     assert validate[1] == "validate" and run[1] == "run"
     cfg = _resolved(run)
-    assert (cfg["dataset"], cfg["runs"], cfg["episode"]["max_steps"]) == ("swe-mini:test", 2, 8)
+    assert (cfg["dataset"], cfg["runs"], cfg["episode"]["max_steps"]) == (
+        "runs/data/swe-toy/test.jsonl",
+        2,
+        4,
+    )
     assert cfg["policy"]["args"] == {"path": "runs/train-tiny/final"}
 
 
@@ -126,3 +130,20 @@ def test_make_publish_passes_run_eval_and_repo_to_the_verb_and_pushes_only_with_
         "me/tiny",
     ]
     assert argv("RUN=runs/train-tiny", "REPO=me/tiny", "PUSH=1")[-1] == "--push"
+
+
+# --- make reproduce (deepswe-reproduce run) ----------------------------------------------------
+def _reproduce_lines(*make_args: str) -> list[list[str]]:
+    out = subprocess.run(["make", "-n", "--no-print-directory", "reproduce", *make_args], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")  # fmt: skip
+    return [shlex.split(line) for line in out.splitlines() if "/deepswe-reproduce " in line]
+
+
+def test_make_reproduce_times_setup_then_runs_the_pipeline_on_the_profile():
+    """`make -n reproduce` only prints: the pipeline's command is not on the line that runs
+    $(MAKE) (make runs such lines even under -n)."""
+    (cmd,) = _reproduce_lines()
+    assert cmd[1:4] == ["run", "--config", "configs/tiny.yaml"] and "--fresh" not in cmd
+    assert "--setup-seconds" in cmd
+    (fresh,) = _reproduce_lines("FRESH=1", "PROFILE=deepswe-32b")
+    assert "--fresh" in fresh and fresh[fresh.index("--config") + 1] == "configs/deepswe-32b.yaml"

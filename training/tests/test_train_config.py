@@ -25,7 +25,9 @@ def test_tiny_profile_validates_and_starts_with_its_command():
     path = ROOT / "configs" / "tiny.yaml"
     cfg = load_config(path)
     assert (cfg.engine.name, cfg.backend.name, cfg.data.source) == ("hf", "hf", "spine")
-    assert cfg.data.path == "swe-mini:train" and cfg.cluster.gpus == 0  # the train split only
+    # swe-toy's train split only: the held-out split is the eval: section's
+    assert cfg.data.path == "runs/data/swe-toy/train.jsonl" and cfg.cluster.gpus == 0
+    assert cfg.eval.dataset == "runs/data/swe-toy/test.jsonl"
     assert path.read_text().startswith("# deepswe-train train --config configs/tiny.yaml")
     check_runnable(cfg)  # everything it names is built and this machine can run it
 

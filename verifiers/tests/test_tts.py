@@ -41,7 +41,9 @@ def test_tiny_profile_states_its_subset_and_a_mixture_of_at_least_8():
     assert (tts.test.dataset, tts.train.dataset) == ("swe-mini:test", "swe-mini:train")
     scripted = tts.test_mixture.right + tts.test_mixture.wrong + tts.test_mixture.empty
     assert scripted >= 8 and tts.eb.writer == "scripted-standin"
-    assert ev.dataset == "swe-mini:test"  # the eval section is read beside it
+    # the eval section is read beside it (its policy makes the model's candidates); its dataset
+    # is the tiny profile's held-out swe-toy, not what TTS selects on
+    assert ev.dataset == "runs/data/swe-toy/test.jsonl"
 
 
 @pytest.mark.parametrize(

@@ -148,6 +148,9 @@ class TrainConfig(_Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     # deepswe-verify tts (test-time scaling): validated here for the same reason; unused here.
     tts: TTSConfig = Field(default_factory=TTSConfig)
+    # `make reproduce`'s stage sizes: validated by deepswe-reproduce (deepswe.reproduce.config),
+    # which sits above training (nothing imports train's callers); passed through here.
+    reproduce: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
