@@ -1,11 +1,13 @@
 """A small Hub-compatible server that the unmodified huggingface_hub client pushes to.
 
 It speaks the wire protocol the client uses (whoami, repo create with a 409 carrying `url`,
-YAML validation, preupload with remote oids, the LFS batch / PUT / verify flow, the NDJSON
-commit endpoint with parentCommit, branches, refs, revision info and resolve with the commit
-and etag headers) over an in-memory git-like store. It does not prove the Xet storage path
-(tests set HF_HUB_DISABLE_XET=1), the real Hub's validation rules, permissions beyond one token,
-or its rate limits.
+YAML validation, preupload with remote oids, the LFS batch / PUT / verify flow and its
+multipart variant (parts, then a completion POST) above `multipart_chunk` bytes, the NDJSON
+commit endpoint with parentCommit and create_pr, branches, pull-request refs `refs/pr/N`,
+refs, revision info and resolve with the commit and etag headers; private repos answer 401
+without the token, as the Hub does) over an in-memory git-like store. It does not prove the Xet
+storage path (tests set HF_HUB_DISABLE_XET=1), the real Hub's validation rules, permissions
+beyond one token, discussions, or its rate limits.
 """
 
 from __future__ import annotations
@@ -32,7 +34,20 @@ class Repo:
     kind: str  # model | dataset
     private: bool
     branches: dict[str, str] = field(default_factory=dict)  # name -> commit
+    prs: dict[int, str] = field(default_factory=dict)  # pull request N (refs/pr/N) -> commit
     commits: dict[str, dict[str, tuple[str, bool]]] = field(default_factory=dict)  # path->(key,lfs)
+
+    def ref(self, rev: str) -> str | None:
+        """The commit a branch, `refs/pr/N` or commit id names; None when it names none."""
+        if rev.startswith("refs/pr/") and rev[8:].isdigit():
+            return self.prs.get(int(rev[8:]))
+        return self.branches.get(rev, rev if rev in self.commits else None)
+
+    def move(self, rev: str, oid: str) -> None:
+        if rev.startswith("refs/pr/"):
+            self.prs[int(rev[8:])] = oid
+        else:
+            self.branches[rev] = oid
 
 
 @dataclass
@@ -43,13 +58,21 @@ class HubState:
     blobs: dict[str, bytes] = field(default_factory=dict)  # sha256 (lfs) or git sha1 -> bytes
     log: list[str] = field(default_factory=list)  # "METHOD path" of every request
     fail_commits: int = 0  # answer this many commits with a 500 (an interrupted push)
+    # Another writer's file: committed to main at the next preupload to main, i.e. after
+    # the client read the head and before its commit (a race that parentCommit must catch).
+    intrude: str | None = None
+    # LFS objects above this many bytes get the multipart transfer (a part-size `chunk_size`
+    # and one URL per part, then a completion POST), as the Hub's LFS server chooses for large
+    # files; None: always single-part.
+    multipart_chunk: int | None = None
+    parts: dict[tuple[str, int], bytes] = field(default_factory=dict)  # (oid, part) -> bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def commit(self, repo: Repo, branch: str, files: dict[str, tuple[str, bool]]) -> str:
         oid = hashlib.sha1(json.dumps([branch, sorted(files.items()), len(repo.commits)])
                            .encode()).hexdigest()  # fmt: skip
         repo.commits[oid] = files
-        repo.branches[branch] = oid
+        repo.move(branch, oid)
         return oid
 
 
@@ -91,6 +114,16 @@ class Handler(BaseHTTPRequestHandler):
         self._error(401, "Invalid credentials in Authorization header")
         return False
 
+    def _visible(self, repo: Repo | None) -> bool:
+        """A private repo is hidden without the token: 401 RepoNotFound, as the Hub answers."""
+        if repo is not None and (
+            not repo.private or self.headers.get("Authorization") == f"Bearer {self.state.token}"
+        ):
+            return True
+        code = 401 if repo is not None else 404
+        self._send(code, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
+        return False
+
     def _base(self) -> str:
         return f"http://{self.headers['Host']}"
 
@@ -125,6 +158,12 @@ class Handler(BaseHTTPRequestHandler):
                 return self._error(400, "sha256 mismatch")
             s.blobs[p[1]] = data
             return self._send(200, b"")
+        if p[0] == "lfs-part" and self.command == "PUT":  # one part of a multipart upload
+            data = self._body()
+            s.parts[(p[1], int(p[2]))] = data
+            return self._send(200, b"", {"ETag": f'"{hashlib.md5(data).hexdigest()}"'})
+        if p[0] == "lfs-complete":
+            return self._complete(p[1], json.loads(self._body()))
         if p[0] == "lfs-verify":
             want = json.loads(self._body())
             ok = len(s.blobs.get(want["oid"], b"")) == want["size"] and want["oid"] in s.blobs
@@ -143,7 +182,8 @@ class Handler(BaseHTTPRequestHandler):
         url = f"{self._base()}/{'' if kind == 'model' else kind + 's/'}{repo_id}"
         if (kind, repo_id) in self.state.repos:
             return self._error(409, "You already created this repo", url=url)
-        repo = Repo(kind, bool(body.get("private")))
+        # huggingface_hub 1.x sends `visibility`; older clients a boolean `private`.
+        repo = Repo(kind, body.get("visibility") == "private" or bool(body.get("private")))
         self.state.repos[(kind, repo_id)] = repo
         attrs = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
         self.state.blobs[git_sha1(attrs)] = attrs
@@ -164,9 +204,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _api_repo(self, kind: str, repo_id: str, rest: list[str], q: dict):
         repo = self.state.repos.get((kind, repo_id))
-        if repo is None:
-            return self._send(404, {"error": "Repository not found"},
-                              {"X-Error-Code": "RepoNotFound"})  # fmt: skip
+        if not self._visible(repo):
+            return None
         op = rest[0] if rest else "revision"
         rev = "/".join(rest[1:]) if len(rest) > 1 else "main"
         if op == "revision":
@@ -175,7 +214,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"branches": [{"name": b, "ref": f"refs/heads/{b}",
                                                   "targetCommit": c}
                                                  for b, c in repo.branches.items()],
-                                    "tags": [], "converts": []})  # fmt: skip
+                                    "tags": [], "converts": [],
+                                    "pullRequests": [{"name": f"refs/pr/{n}",
+                                                      "ref": f"refs/pr/{n}", "targetCommit": c}
+                                                     for n, c in repo.prs.items()]})  # fmt: skip
         if not self._authed():
             return None
         if op == "branch":
@@ -192,7 +234,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._error(404, f"no route {self.path}")
 
     def _info(self, kind: str, repo_id: str, repo: Repo, rev: str):
-        sha = repo.branches.get(rev, rev if rev in repo.commits else None)
+        sha = repo.ref(rev)
         if sha is None:
             return self._send(
                 404, {"error": "Invalid rev id"}, {"X-Error-Code": "RevisionNotFound"}
@@ -203,7 +245,13 @@ class Handler(BaseHTTPRequestHandler):
                                 [{"rfilename": f} for f in sorted(files)]})  # fmt: skip
 
     def _preupload(self, repo: Repo, rev: str, body: dict):
-        files = repo.commits[repo.branches.get(rev, repo.branches["main"])]
+        if self.state.intrude and rev == "main":
+            data, path = b"another writer\n", self.state.intrude
+            self.state.blobs[git_sha1(data)] = data
+            changed = {**repo.commits[repo.branches[rev]], path: (git_sha1(data), False)}
+            self.state.commit(repo, rev, changed)
+            self.state.intrude = None
+        files = repo.commits[repo.ref(rev) or repo.branches["main"]]
         out = []
         for f in body["files"]:
             sample = base64.b64decode(f["sample"])
@@ -213,17 +261,38 @@ class Handler(BaseHTTPRequestHandler):
             remote = files.get(f["path"])
             out.append({"path": f["path"], "uploadMode": "lfs" if lfs else "regular",
                         "shouldIgnore": False, "oid": remote[0] if remote else None})  # fmt: skip
-        return self._send(200, {"files": out, "commitOid": repo.branches.get(rev)})
+        return self._send(200, {"files": out, "commitOid": repo.ref(rev)})
 
     def _lfs_batch(self, body: dict):
         base, objects = self._base(), []
         for o in body["objects"]:
             obj = {"oid": o["oid"], "size": o["size"]}
-            if o["oid"] not in self.state.blobs:
+            chunk = self.state.multipart_chunk
+            if o["oid"] in self.state.blobs:
+                pass  # already stored: no actions, the client skips it
+            elif chunk and o["size"] > chunk:
+                n = -(-o["size"] // chunk)
+                parts = {str(i): f"{base}/lfs-part/{o['oid']}/{i}" for i in range(1, n + 1)}
+                obj["actions"] = {"upload": {"href": f"{base}/lfs-complete/{o['oid']}",
+                                             "header": {"chunk_size": str(chunk), **parts}}}  # fmt: skip
+            else:
                 obj["actions"] = {"upload": {"href": f"{base}/lfs-upload/{o['oid']}"},
                                   "verify": {"href": f"{base}/lfs-verify/{o['oid']}"}}  # fmt: skip
             objects.append(obj)
         return self._send(200, {"transfer": "basic", "objects": objects})
+
+    def _complete(self, oid: str, body: dict):
+        """Assemble a multipart upload from its parts, checking each part's etag and the oid."""
+        s, data = self.state, b""
+        for part in body["parts"]:
+            chunk = s.parts.get((oid, part["partNumber"]))
+            if chunk is None or part["etag"].strip('"') != hashlib.md5(chunk).hexdigest():
+                return self._error(400, f"part {part['partNumber']} of {oid} missing or changed")
+            data += chunk
+        if body["oid"] != oid or hashlib.sha256(data).hexdigest() != oid:
+            return self._error(400, "sha256 mismatch")
+        s.blobs[oid] = data
+        return self._send(200, {})
 
     def _commit(self, kind, repo_id, repo: Repo, rev: str, raw: bytes, create_pr: bool):
         s = self.state
@@ -232,12 +301,19 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(500, "simulated failure")
         lines = [json.loads(line) for line in raw.splitlines() if line.strip()]
         header = next(x["value"] for x in lines if x["key"] == "header")
-        head = repo.branches.get(rev)
-        if head is None:
+        # create_pr opens a PR against a branch (never a commit id or another PR); without it
+        # the commit goes to a branch or to an open PR's ref.
+        head = repo.branches.get(rev) if create_pr else repo.ref(rev)
+        if head is None or (not create_pr and rev in repo.commits):
             return self._send(
                 404, {"error": "Invalid rev id"}, {"X-Error-Code": "RevisionNotFound"}
             )
-        if header.get("parentCommit") and header["parentCommit"] != head:
+        parent = header.get("parentCommit")
+        if create_pr and parent:  # the PR starts from parentCommit (the Hub's documented rule)
+            if parent not in repo.commits:
+                return self._error(400, f"parentCommit {parent} not found")
+            head = parent
+        elif parent and parent != head:
             return self._error(412, "A commit has happened since. Please refresh and try again.")
         files = dict(repo.commits[head])
         for x in lines:
@@ -254,9 +330,9 @@ class Handler(BaseHTTPRequestHandler):
                 files = {k: f for k, f in files.items() if k != v["path"]
                          and not k.startswith(v["path"].rstrip("/") + "/")}  # fmt: skip
         branch = rev
-        if create_pr:
-            branch = f"refs/pr/{sum(b.startswith('refs/pr/') for b in repo.branches) + 1}"
-            repo.branches[branch] = head
+        if create_pr:  # the target branch does not move; the PR's ref gets the commit
+            branch = f"refs/pr/{len(repo.prs) + 1}"
+            repo.prs[len(repo.prs) + 1] = head
         oid = s.commit(repo, branch, files)
         prefix = f"{self._base()}/{'' if kind == 'model' else kind + 's/'}{repo_id}"
         pr = f"{prefix}/discussions/{branch.split('/')[-1]}" if create_pr else None
@@ -265,7 +341,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _resolve(self, kind: str, repo_id: str, rev: str, path: str):
         repo = self.state.repos.get((kind, repo_id))
-        sha = repo and repo.branches.get(rev, rev if rev in repo.commits else None)
+        if not self._visible(repo):
+            return None
+        sha = repo.ref(rev)
         if sha is None:
             return self._send(404, {"error": "not found"}, {"X-Error-Code": "RevisionNotFound"})
         if path not in repo.commits[sha]:

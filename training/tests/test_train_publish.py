@@ -1,6 +1,9 @@
 """`deepswe-train publish` against a Hub-compatible test server (tests/hub_server.py) that the
 unmodified huggingface_hub client drives over HTTP. Not proven here: the Xet upload path
-(HF_HUB_DISABLE_XET=1) and the real Hub's own validation."""
+(HF_HUB_DISABLE_XET=1) and the real Hub's own validation.
+
+The first tests use small hand-made run folders (fast, every branch of the code); the last two
+publish folders written by the real trainer and by `deepswe-eval run`."""
 
 from __future__ import annotations
 
@@ -72,6 +75,24 @@ def _publish(tmp_path: Path, env: dict, *extra: str) -> subprocess.CompletedProc
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
 
 
+def _download(env: dict, revisions: list[tuple[str, str, str]]) -> dict[str, Path]:
+    """Every file of each (repo, kind, revision), downloaded by the client: 'kind:repo@rev:path'."""
+    got = subprocess.run([sys.executable, "-c", DOWNLOAD, json.dumps(revisions)],
+                         capture_output=True, text=True, env=env, check=True)  # fmt: skip
+    return {k: Path(v) for k, v in json.loads(got.stdout).items()}
+
+
+def _files(state, kind: str, repo: str, rev: str) -> set[str]:
+    r = state.repos[(kind, repo)]
+    return set(r.commits[r.ref(rev)])
+
+
+def _commits(state, rev: str = "") -> int:
+    """Commit requests the server answered so far (to `rev` only, when given)."""
+    return sum("/commit/" in line and line.endswith(f"/commit/{rev}" if rev else "")
+               for line in state.log)  # fmt: skip
+
+
 @pytest.fixture
 def hub(tmp_path):
     sys.path.insert(0, str(HERE))
@@ -116,13 +137,15 @@ def test_plan_without_push_lists_every_file_and_pushes_nothing(hub, tmp_path):
 
 def test_push_round_trips_byte_for_byte_then_a_second_push_is_a_no_op(hub, tmp_path):
     state, env = hub
+    state.multipart_chunk = 3000  # the 4096-byte weights go multipart (2 parts), the rest not
     first = _publish(tmp_path, env, "--push")
     assert first.returncode == 0, first.stderr
+    assert [x for x in state.log if x.startswith("PUT /lfs-part/")][1:2]
+    assert [x for x in state.log if x.startswith("POST /lfs-complete/")]
+    assert [x for x in state.log if x.startswith("PUT /lfs-upload/")]
     plan = [("tester/tiny-swe", "model", "main"), ("tester/tiny-swe", "model", "step-000005"),
             ("tester/tiny-swe-trajectories", "dataset", "main")]  # fmt: skip
-    got = subprocess.run([sys.executable, "-c", DOWNLOAD, json.dumps(plan)], capture_output=True,
-                         text=True, env=env, check=True)  # fmt: skip
-    paths = json.loads(got.stdout)
+    paths = _download(env, plan)
     stage = {"model:tester/tiny-swe@main": "model-main", "dataset:tester/tiny-swe-trajectories@main":
              "dataset-main", "model:tester/tiny-swe@step-000005": "model-step-000005"}  # fmt: skip
     compared = 0
@@ -130,17 +153,17 @@ def test_push_round_trips_byte_for_byte_then_a_second_push_is_a_no_op(hub, tmp_p
         where, name = key.rsplit(":", 1)
         if name == ".gitattributes":
             continue
-        assert Path(local).read_bytes() == (tmp_path / "stage" / stage[where] / name).read_bytes()
+        assert local.read_bytes() == (tmp_path / "stage" / stage[where] / name).read_bytes()
         compared += 1
     assert compared >= 12 and "model:tester/tiny-swe@main:logs/metrics.jsonl" in paths
     card = (tmp_path / "stage" / "model-main" / "README.md").read_text()
     assert "model-index" in card and "value: 0.75" in card  # (2/2 + 1/2) / 2 runs
 
-    commits = sum(line.endswith("/commit/main") for line in state.log)
+    commits, puts = _commits(state), [x for x in state.log if x.startswith("PUT")]
     second = _publish(tmp_path, env, "--push")
     assert second.returncode == 0, second.stderr
-    assert sum(line.endswith("/commit/main") for line in state.log) == commits
-    assert not [line for line in state.log if line.startswith("PUT")][len(state.blobs) :]
+    assert _commits(state) == commits  # no commit to main, to the step branch or the dataset
+    assert [x for x in state.log if x.startswith("PUT")] == puts
 
     outputs = [first.stdout, first.stderr, second.stdout, second.stderr]
     outputs += [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
@@ -187,3 +210,100 @@ def test_a_partial_checkpoint_is_refused_before_anything_is_staged(hub, tmp_path
     )
     done = _publish(tmp_path, env)
     assert done.returncode == 1 and "partial checkpoint" in done.stderr
+
+
+PRIVATE = """
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import RepositoryNotFoundError
+for repo, kind in (("tester/tiny-swe", "model"), ("tester/tiny-swe-trajectories", "dataset")):
+    try:
+        hf_hub_download(repo, "README.md", repo_type=kind, token=False)
+        print("visible without the token")
+    except RepositoryNotFoundError as err:
+        print("hidden", err.response.status_code)
+    print(len(open(hf_hub_download(repo, "README.md", repo_type=kind), "rb").read()) > 0)
+"""
+
+
+def test_private_repos_are_hidden_without_the_token_and_never_made_public(hub, tmp_path):
+    state, env = hub
+    done = _publish(tmp_path, env, "--push", "--private")
+    assert done.returncode == 0, done.stderr
+    assert state.repos[("model", "tester/tiny-swe")].private
+    assert state.repos[("dataset", "tester/tiny-swe-trajectories")].private
+    seen = subprocess.run([sys.executable, "-c", PRIVATE], capture_output=True, text=True,
+                          env=env, check=True).stdout.split()  # fmt: skip
+    assert seen == ["hidden", "401", "True"] * 2
+    # --private never pushes into a repo that already exists and is public
+    state.repos[("model", "tester/tiny-swe")].private = False
+    (tmp_path / "train-run" / "metrics.jsonl").write_text('{"step": 2, "loss": 0.1}\n')
+    commits = _commits(state)
+    refused = _publish(tmp_path, env, "--push", "--private")
+    assert refused.returncode == 3 and "is public" in refused.stderr
+    assert _commits(state) == commits
+
+
+def test_create_pr_opens_a_pull_request_per_revision_and_leaves_the_branches_alone(hub, tmp_path):
+    state, env = hub
+    done = _publish(tmp_path, env, "--push", "--create-pr")
+    assert done.returncode == 0, done.stderr
+    prs = dict(line.split(": pull request ") for line in done.stdout.splitlines()
+               if ": pull request " in line)  # fmt: skip
+    assert set(prs) == {
+        "pushed model tester/tiny-swe@step-000005",
+        "pushed model tester/tiny-swe@main",
+        "pushed dataset tester/tiny-swe-trajectories@main",
+    }
+    main_pr = prs["pushed model tester/tiny-swe@main"].split()
+    assert main_pr[0] == "refs/pr/2" and main_pr[1].endswith("/tester/tiny-swe/discussions/2")
+    for kind, repo, rev in (("model", "tester/tiny-swe", "main"),
+                            ("model", "tester/tiny-swe", "step-000005"),
+                            ("dataset", "tester/tiny-swe-trajectories", "main")):  # fmt: skip
+        assert _files(state, kind, repo, rev) == {".gitattributes"}  # nothing merged
+    paths = _download(env, [("tester/tiny-swe", "model", "refs/pr/2")])
+    staged = {p.relative_to(tmp_path / "stage" / "model-main").as_posix(): p
+              for p in (tmp_path / "stage" / "model-main").rglob("*") if p.is_file()}  # fmt: skip
+    got = {k.rsplit(":", 1)[1]: v for k, v in paths.items()}
+    assert set(got) == set(staged) | {".gitattributes"}
+    assert all(got[name].read_bytes() == p.read_bytes() for name, p in staged.items())
+
+
+def test_step_branches_hold_exactly_their_checkpoint_and_are_never_rewritten(hub, tmp_path):
+    """A branch made after main was published starts from main: without deletions step-N
+    carried main's card, logs and final weights' companions."""
+    state, env = hub
+    assert _publish(tmp_path, env, "--push").returncode == 0
+    step5 = state.repos[("model", "tester/tiny-swe")].branches["step-000005"]
+    ckpts = tmp_path / "train-run" / "checkpoints"
+    (ckpts / "step-000005").rename(ckpts / "step-000010")  # keep_checkpoints pruned step 5
+    (ckpts / "step-000010" / "model" / "model.safetensors").write_bytes(b"X" * 2048)
+    commits5 = _commits(state, "step-000005")
+    again = _publish(tmp_path, env, "--push")
+    assert again.returncode == 0, again.stderr
+    assert "step-000005" not in again.stdout and _commits(state, "step-000005") == commits5
+    assert state.repos[("model", "tester/tiny-swe")].branches["step-000005"] == step5
+    assert _files(state, "model", "tester/tiny-swe", "step-000010") == {
+        ".gitattributes", "config.json", "model.safetensors", "tokenizer.json"}  # fmt: skip
+    paths = _download(env, [("tester/tiny-swe", "model", "step-000010")])
+    for key, local in paths.items():
+        name = key.rsplit(":", 1)[1]
+        if name != ".gitattributes":
+            assert local.read_bytes() == (ckpts / "step-000010" / "model" / name).read_bytes()
+
+
+def test_a_commit_by_someone_else_during_the_push_is_refused_and_a_rerun_builds_on_it(
+    hub, tmp_path
+):
+    state, env = hub
+    state.intrude = "NOTES.md"  # lands on main after the client read its head, before the commit
+    raced = _publish(tmp_path, env, "--push")
+    assert raced.returncode == 3
+    (error,) = [x for x in raced.stderr.splitlines() if x.startswith("publish:")]  # one line
+    assert "changed on the Hub" in error and "rerun" in error and "Traceback" not in raced.stderr
+    assert "already pushed: model tester/tiny-swe@step-000005" in error
+    assert "pushed model tester/tiny-swe@main" not in raced.stdout
+    assert _files(state, "model", "tester/tiny-swe", "main") == {".gitattributes", "NOTES.md"}
+    again = _publish(tmp_path, env, "--push")
+    assert again.returncode == 0, again.stderr
+    assert {"NOTES.md", "config.json", "README.md"} <= _files(state, "model", "tester/tiny-swe",
+                                                              "main")  # fmt: skip

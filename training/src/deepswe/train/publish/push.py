@@ -4,8 +4,10 @@ Per repo: create it (exist_ok), read the head of the target revision, commit eve
 the card with `parent_commit` = that head (a concurrent change makes the Hub refuse the commit),
 then the card in a second commit on top: a card never describes files that are not there. Files
 the Hub already holds are skipped by the client (preupload returns their oids), so an identical
-rerun commits nothing and a rerun after an interruption uploads only what is missing. The token
-comes from HF_TOKEN or the user's login, read by the client; it is never written anywhere.
+rerun commits nothing and a rerun after an interruption uploads only what is missing. With
+create_pr each revision gets one pull request (`refs/pr/N`) holding files and card, and the
+branch itself does not move. The token comes from HF_TOKEN or the user's login, read by the
+client; it is never written anywhere.
 """
 
 from __future__ import annotations
@@ -36,24 +38,53 @@ def _explain(err: Exception, repo: str) -> PublishError:
                         "network or HF_ENDPOINT, then rerun (finished uploads are kept)")  # fmt: skip
 
 
-def _push_repo(api, r: RepoPlan, private: bool, create_pr: bool) -> str:
+def _adds(r: RepoPlan, paths: list[str]) -> list:
     from huggingface_hub import CommitOperationAdd
 
+    return [CommitOperationAdd(p, str(r.staging / p)) for p in paths]
+
+
+def _deletions(r: RepoPlan, remote: set[str]) -> list:
+    """A step branch is exactly its checkpoint: a branch made from main after main was
+    published would otherwise carry main's card, logs and any file the checkpoint lacks."""
+    from huggingface_hub import CommitOperationDelete
+
+    if r.revision == "main":  # main may hold files of the owner's own; never deleted
+        return []
+    keep = {f.path for f in r.files} | {".gitattributes"}
+    return [CommitOperationDelete(p) for p in sorted(remote - keep)]
+
+
+def _push_repo(api, r: RepoPlan, private: bool, create_pr: bool) -> str:
     api.create_repo(r.repo_id, repo_type=r.repo_type, private=private, exist_ok=True)
     if r.revision != "main":
         api.create_branch(r.repo_id, repo_type=r.repo_type, branch=r.revision, exist_ok=True)
-    head = api.repo_info(r.repo_id, repo_type=r.repo_type, revision=r.revision).sha
+    info = api.repo_info(r.repo_id, repo_type=r.repo_type, revision=r.revision)
+    if private and not info.private:
+        raise PublishError(f"{r.repo_type} {r.repo_id} exists and is public; --private does not "
+                           "change an existing repo: make it private on the Hub, or drop "
+                           "--private")  # fmt: skip
+    head = info.sha
+    deletes = _deletions(r, {s.rfilename for s in info.siblings or []})
     files = [f.path for f in r.files if f.path != CARD]
-    batches = [files, [CARD] if any(f.path == CARD for f in r.files) else []]
-    for batch in (b for b in batches if b):
-        ops = [CommitOperationAdd(p, str(r.staging / p)) for p in batch]
-        info = api.create_commit(
-            r.repo_id, ops, repo_type=r.repo_type, revision=r.revision, parent_commit=head,
-            commit_message="Add the model card" if batch == [CARD] else "Publish run files",
-            create_pr=create_pr,
+    card = [CARD] if any(f.path == CARD for f in r.files) else []
+    if create_pr:
+        # One pull request per revision, the card in the same commit: merging it is atomic,
+        # so the card cannot land without its files.
+        pr = api.create_commit(
+            r.repo_id, _adds(r, files + card) + deletes, repo_type=r.repo_type,
+            revision=r.revision, parent_commit=head, create_pr=True,
+            commit_message="Publish run files and the card",
         )  # fmt: skip
-        # With create_pr the branch head does not move: every PR commit stands on `head`.
-        head = head if create_pr else info.oid
+        # The client opens no pull request when every file is already there (pr_url None).
+        return f"pull request {pr.pr_revision} {pr.pr_url}" if pr.pr_url else f"{head} (unchanged)"
+    for ops, message in ((_adds(r, files) + deletes, "Publish run files"),
+                         (_adds(r, card), "Add the model card")):  # fmt: skip
+        if ops:
+            head = api.create_commit(
+                r.repo_id, ops, repo_type=r.repo_type, revision=r.revision,
+                parent_commit=head, commit_message=message,
+            ).oid  # fmt: skip
     return head
 
 
@@ -62,14 +93,22 @@ def push_plan(plan: Plan, private: bool = False, create_pr: bool = False) -> lis
     from huggingface_hub import HfApi
 
     api = HfApi()
-    done = []
+    done: list[str] = []
     for r in plan.repos:
         try:
             head = _push_repo(api, r, private, create_pr)
         except Exception as err:  # translated to one line; the traceback is the client's
+            if isinstance(err, PublishError):
+                raise PublishError(f"{err}{_done_before(done)}") from None
             if type(err).__module__.startswith(("huggingface_hub", "httpx", "requests")) or \
                     isinstance(err, OSError):  # fmt: skip
-                raise _explain(err, f"{r.repo_type} {r.repo_id}@{r.revision}") from err
+                msg = _explain(err, f"{r.repo_type} {r.repo_id}@{r.revision}")
+                raise PublishError(f"{msg}{_done_before(done)}") from err
             raise
         done.append(f"{r.repo_type} {r.repo_id}@{r.revision}: {head}")
     return done
+
+
+def _done_before(done: list[str]) -> str:
+    """What did land before a failure, so that nothing pushed goes unreported either."""
+    return f" (already pushed: {', '.join(d.split(':')[0] for d in done)})" if done else ""
