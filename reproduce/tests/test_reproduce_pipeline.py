@@ -128,7 +128,7 @@ def test_the_32b_pipeline_stops_at_preflight_here_listing_every_missing_piece(
     state = json.loads((out / "stages.json").read_text())
     assert state["order"] == ["preflight", "data", "train", "eval", "eval-tts"]
     assert state["stages"] == {"preflight": state["stages"]["preflight"]}  # nothing else started
-    assert "stopped at preflight" in (out / "REPORT.md").read_text()
+    assert "Stopped at preflight" in (out / "REPORT.md").read_text()
 
 
 def test_bad_overrides_exit_2_naming_the_key(tmp_path):

@@ -101,4 +101,4 @@ def test_the_report_of_a_failed_run_says_where_it_stopped(tmp_path):
         run_pipeline(ctx, [Stage("preflight", "checks", broken)],
                      after=lambda c: write_report(c.out, c.cfg))  # fmt: skip
     md = (ctx.out / "REPORT.md").read_text()
-    assert "stopped at preflight" in md and "no Docker engine" in md
+    assert "Stopped at preflight" in md and "no Docker engine" in md

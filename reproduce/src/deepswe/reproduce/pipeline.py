@@ -79,6 +79,7 @@ class Context:
             assert proc.stdout is not None
             for line in proc.stdout:
                 fh.write(line)
+                fh.flush()  # `tail -f logs/<stage>.log` follows the stage
                 lines.append(line)
                 self.echo(line.rstrip("\n"))
             rc = proc.wait()

@@ -226,6 +226,7 @@ def plot_curves(series: dict[str, list[tuple[int, float]]], path: Path, title: s
     for name, pts in series.items():
         ax.plot([k for k, _ in pts], [100 * y for _, y in pts], marker="o", label=name)
     ax.set_xlabel("k")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("% resolved")
     ax.set_ylim(-2, 102)
     ax.set_title(title)
@@ -301,10 +302,12 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
     failed = [n for n in state.get("order", []) if st.get(n, {}).get("status") == "failed"]
     pre = st.get("preflight", {}).get("numbers", {})
     blocks: list[Block] = [Heading(f"make reproduce: profile {cfg.profile}", 1)]
-    machine = ", ".join(f"{k} {pre[k]}" for k in ("cores", "memory_gb", "docker") if k in pre)
+    machine = ", ".join(fmt.format(pre[k]) for k, fmt in
+                        (("cores", "{} cores"), ("memory_gb", "{} GB memory"), ("docker", "Docker {}"))
+                        if k in pre)  # fmt: skip
     status = (
-        "every stage finished" if not failed and len(done) == len(state.get("order", []))
-        else f"stopped at {failed[0]}: {st[failed[0]].get('error', '')[:300]}" if failed
+        "Every stage finished" if not failed and len(done) == len(state.get("order", []))
+        else f"Stopped at {failed[0]}: {st[failed[0]].get('error', '')[:300]}" if failed
         else f"{len(done)} of {len(state.get('order', []))} stages finished"
     )  # fmt: skip
     blocks.append(Para(
@@ -319,17 +322,21 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
     ev = {name: _json(out / "eval" / name / "metrics.json") for name in EVALS}
     sft_m, trained_m = ev["learning-sft"], ev["learning-trained"]
     tts_r = _json(out / "tts" / "report.json")
-    hybrid = None
+    hybrid, tts_cell = None, "not run"
     if tts_r:
-        curve = next((c for c in tts_r["curves"] if c["method"] == "hybrid"), None)
-        hybrid = (curve["points"][-1]["k"], curve["points"][-1]["mean"]) if curve else None
+        last = {c["method"]: c["points"][-1] for c in tts_r["curves"] if c["points"]}
+        if "hybrid" in last:
+            hybrid = (last["hybrid"]["k"], last["hybrid"]["mean"])
+            tts_cell = (f"{_pct(hybrid[1])} (k = {hybrid[0]}; the pool's Pass@1 "
+                        f"{_pct(tts_r['pass@1']['mean'])}, oracle "
+                        f"{_pct(last.get('oracle', {}).get('mean'))})")  # fmt: skip
 
     def pm(m: dict | None) -> str:
         if not m:
             return "not run"
         return f"{_pct(m.get('pass@1_mean'))} +- {_pct(m.get('pass@1_std'))}"
 
-    blocks += [Heading("Headline numbers beside DeepSWE"), Table(
+    blocks += [Heading("Headline numbers beside DeepSWE (other tasks, other model: not comparable)"), Table(
         ["measure", "DeepSWE-Preview", "this run", "what differs"],
         [["Pass@1 (%)", f"{DEEPSWE['pass@1']}",
           f"{pm(trained_m)} held-out swe-toy; {pm(ev['swe-mini-model'])} swe-mini:test",
@@ -337,7 +344,7 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
           f"a 10M-parameter model, {cfg.swe_toy.test} held-out swe-toy tasks x {cfg.learning.runs} "
           f"runs, {cfg.learning.max_steps} steps; +- is the std over runs"],
          ["hybrid TTS Best@k (%)", f"{DEEPSWE['hybrid best@16']} (k = 16)",
-          f"{_pct(hybrid[1])} (k = {hybrid[0]})" if hybrid else "not run",
+          tts_cell,
           "DeepSWE: 16 policy rollouts, a 14B judge, agent-written tests. Here: swe-mini:test tasks, "
           "scripted right/wrong candidates beside the model's, a LoRA judge on the tiny model, "
           "scripted stand-in tests (tts/report.md)"]],
@@ -375,6 +382,13 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
             "RL moving that choice on unseen repositories. It does not show the model finding "
             "or writing fixes: on swe-mini (real bugs, below) it resolves nothing."
         ))  # fmt: skip
+        ms = [m.get("endings", {}).get("max_steps", 0) for m in (sft_m, trained_m)]
+        if ms[1] > ms[0]:
+            blocks.append(Para(
+                f"The trained model ends more episodes at max_steps ({ms[1]} against {ms[0]}): "
+                "compact filtering (DeepSWE's) masks such episodes out of the GRPO++ loss, so RL "
+                "neither rewards nor punishes them; their patches are still graded here."
+            ))  # fmt: skip
 
     # Training
     blocks.append(Heading("Training"))
