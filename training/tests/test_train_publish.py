@@ -19,6 +19,7 @@ from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.metrics import compute_metrics
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
+from deepswe.train.publish.stage import MODEL_FILES
 
 HERE = Path(__file__).resolve().parent
 CLI = str(Path(sys.executable).with_name("deepswe-train"))
@@ -307,3 +308,107 @@ def test_a_commit_by_someone_else_during_the_push_is_refused_and_a_rerun_builds_
     assert again.returncode == 0, again.stderr
     assert {"NOTES.md", "config.json", "README.md"} <= _files(state, "model", "tester/tiny-swe",
                                                               "main")  # fmt: skip
+
+
+def _text_profile(model: Path) -> dict:
+    """The trainer's CPU test environment (`text` source: the real tiny model, real sampling)."""
+    return {"run": {"seed": 7, "steps": 3, "save_every": 1, "keep_checkpoints": 2,
+                    "tensorboard": False},
+            "model": {"path": str(model)}, "data": {"source": "text", "text": {"target": "s"}},
+            "rollout": {"tasks_per_step": 2, "group_size": 2, "concurrency": 2,
+                        "max_tokens_per_turn": 4},
+            "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 2}}}  # fmt: skip
+
+
+LOAD = """
+import sys
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1])
+AutoTokenizer.from_pretrained(sys.argv[1])
+print(sum(p.numel() for p in model.parameters()))
+"""
+
+
+def test_a_run_folder_written_by_deepswe_train_train_publishes_and_loads_back(hub, tmp_path):
+    """The folder `deepswe-train train` writes (config.yaml, metrics.jsonl, checkpoints/step-N/
+    with keep_checkpoints pruning, final/, trajectories/), published alone: main is final/,
+    each kept checkpoint a branch, and the downloaded model loads with transformers."""
+    import yaml
+
+    from deepswe.train.models import build_test_model
+
+    state, env = hub
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(yaml.safe_dump(_text_profile(build_test_model(tmp_path / "base"))))
+    run = tmp_path / "real-train"
+    trained = subprocess.run([CLI, "train", "--config", str(profile), "--out", str(run)],
+                             capture_output=True, text=True, timeout=300,
+                             env={**env, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert (run / "trajectories" / "step-000003.jsonl").is_file()
+    kept = sorted(p.name for p in (run / "checkpoints").glob("step-*"))
+    assert kept == ["step-000002", "step-000003"]  # step 1 pruned by keep_checkpoints=2
+    argv = [CLI, "publish", str(run), "--repo", "tester/tiny-text", "--push"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "step-000001" not in done.stdout and "model-index" not in (
+        run / "publish" / "model-main" / "README.md").read_text()  # fmt: skip
+    revs = [("tester/tiny-text", "model", r) for r in ["main", *kept]]
+    paths = _download(env, revs)
+    local = {"main": run / "final", **{k: run / "checkpoints" / k / "model" for k in kept}}
+    logs = {"logs/metrics.jsonl": run / "metrics.jsonl", "logs/config.yaml": run / "config.yaml"}
+    for rev, folder in local.items():
+        got = {k.rsplit(":", 1)[1]: v for k, v in paths.items() if f"@{rev}:" in k}
+        want = {p.name: p for p in folder.iterdir() if MODEL_FILES.fullmatch(p.name)}
+        want |= logs if rev == "main" else {}
+        assert set(got) - {".gitattributes", "README.md"} == set(want), rev
+        assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(want)
+        assert all(got[name].read_bytes() == p.read_bytes() for name, p in want.items()), rev
+    snapshot = paths["model:tester/tiny-text@main:config.json"].parent
+    loaded = subprocess.run([sys.executable, "-c", LOAD, str(snapshot)], capture_output=True,
+                            text=True, env={**env, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert loaded.returncode == 0 and int(loaded.stdout.split()[-1]) > 0, loaded.stderr[-2000:]
+
+
+@pytest.mark.docker
+def test_an_evaluation_folder_written_by_deepswe_eval_run_publishes_as_a_dataset(hub, tmp_path):
+    """`deepswe-eval run --policy gold` on the toy tasks (2 tasks x 2 runs, Docker): one parquet
+    row per episode, one SWE-bench predictions file per run, the report and plots; and its
+    numbers are refused in a model card, gold being no model."""
+    import pyarrow.parquet as pq
+
+    from deepswe.data.toy import make_toy_tasks, write_tasks
+    from deepswe.env.images.task import ensure_task_image
+
+    state, env = hub
+    tasks = make_toy_tasks(tmp_path / "src", n=2)
+    data = write_tasks(tasks, tmp_path / "tasks.jsonl")
+    ensure_task_image(tasks[0], log=lambda _: None)
+    ev = tmp_path / "real-eval"
+    argv = [str(Path(sys.executable).with_name("deepswe-eval")), "run", "--policy", "gold",
+            "--runs", "2", "--dataset", str(data), "--workers", "2", "--memory", "1g",
+            "--out", str(ev)]  # fmt: skip
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    argv = [CLI, "publish", "--eval", str(ev), "--dataset-repo", "tester/toy-gold", "--push"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    paths = _download(env, [("tester/toy-gold", "dataset", "main")])
+    got = {k.rsplit(":", 1)[1]: v for k, v in paths.items()}
+    for name in ("metrics.json", "report.md", "config.json", "predictions/run-0.jsonl",
+                 "predictions/run-1.jsonl", *[p.name for p in ev.glob("*.png")]):  # fmt: skip
+        assert got[name].read_bytes() == (ev / name).read_bytes(), name
+    rows = pq.read_table(got["data/episodes.parquet"]).to_pylist()
+    assert sorted((r["instance_id"], r["run"]) for r in rows) == sorted(
+        (t.instance_id, k) for t in tasks for k in (0, 1))  # fmt: skip
+    assert {r["outcome"] for r in rows} == {"resolved"} and all(r["patch"] for r in rows)
+    for k in (0, 1):
+        preds = [json.loads(x) for x in got[f"predictions/run-{k}.jsonl"].read_text().splitlines()]
+        assert [set(p) for p in preds] == [{"instance_id", "model_name_or_path", "model_patch"}] * 2
+        assert len({p["instance_id"] for p in preds}) == 2  # SWE-bench keys a file by instance
+    card = got["README.md"].read_text()
+    assert "config_name: predictions" in card and "split: run_1" in card
+    with_model = subprocess.run([CLI, "publish", str(tmp_path / "train-run"), "--eval", str(ev),
+                                 "--repo", "tester/tiny-swe"], capture_output=True, text=True,
+                                env=env)  # fmt: skip
+    assert with_model.returncode == 1 and "'gold' policy, not this model" in with_model.stderr

@@ -96,12 +96,18 @@ def model_card(train: Path, repo: str, weights: int, metrics: dict | None,
     return f"---\n{card.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n"
 
 
-def dataset_card(eval_run: Path, repo: str, metrics: dict, n: int, model_repo: str | None) -> str:
+def dataset_card(eval_run: Path, repo: str, metrics: dict, n: int, model_repo: str | None,
+                 predictions: list[str]) -> str:  # fmt: skip
     ecard = _eval_card(eval_run)
+    configs = [{"config_name": "episodes", "data_files": "data/episodes.parquet"}]
+    if predictions:  # one split per run: `run-0.jsonl` -> split `run_0`
+        configs.append({"config_name": "predictions", "data_files": [
+            {"split": name.removesuffix(".jsonl").replace("-", "_"), "path": f"predictions/{name}"}
+            for name in predictions]})  # fmt: skip
     card = DatasetCardData(
         license="mit",
         tags=["swe-agent", "trajectories", "swe-bench", "deepswe-repro"],
-        configs=[{"config_name": "episodes", "data_files": "data/episodes.parquet"}],
+        configs=configs,
         task_categories=["text-generation"],
     )
     body = [
@@ -115,8 +121,10 @@ def dataset_card(eval_run: Path, repo: str, metrics: dict, n: int, model_repo: s
         f"Pass@1 = {metrics['pass@1_mean']:.4f} +- {metrics['pass@1_std']:.4f} over "
         f"{metrics.get('runs')} runs. Columns: instance_id, run, repo, status, outcome, reward, "
         "ending, steps, tokens, seconds, patch, messages and actions (JSON strings).",
-        "`predictions/run-<k>.jsonl` are SWE-bench predictions, re-gradable with the SWE-bench "
-        "harness; `metrics.json`, `report.md` and `config.json` (the protocol card) as written "
-        "by deepswe-eval.",
+        "`predictions/run-<k>.jsonl` (config `predictions`, split `run_<k>`): one SWE-bench "
+        "predictions file per run (instance_id, model_name_or_path, model_patch), each "
+        "re-gradable as is with the SWE-bench harness; they are not merged because the harness "
+        "keys predictions by instance_id. `metrics.json`, `report.md` and `config.json` (the "
+        "protocol card) as written by deepswe-eval.",
     ]
     return f"---\n{card.to_yaml()}\n---\n\n" + "\n".join(body) + "\n"

@@ -26,6 +26,8 @@ LFS_MIN_BYTES = 10 * 1024 * 1024
 # Weights under this are a tiny-profile model, never a 32B reproduction (Qwen3-32B: ~65 GB bf16).
 TINY_WEIGHTS_BYTES = 1 << 30
 FULL_REPRO_NAME = re.compile(r"deepswe|32b|preview", re.IGNORECASE)
+# Policies that are not a model: their scores must never land in a model card's model-index.
+NOT_A_MODEL = ("gold", "empty", "replay")
 MODEL_FILES = re.compile(r".*\.(safetensors|json|jinja|txt|model)$|.*\.safetensors\.index\.json$")
 
 
@@ -132,6 +134,12 @@ def _stage_model(train: Path, eval_run: Path | None, repo: str, dataset_repo: st
         for p in sorted(tb.rglob("events.*")):
             _link(p, main / "logs" / "tensorboard" / p.relative_to(tb))
     metrics = _eval_metrics(eval_run) if eval_run else None
+    policy = ((_read_json(eval_run / "config.json").get("eval") or {}).get("policy") or {}
+              if eval_run else {})  # fmt: skip
+    if policy.get("name") in NOT_A_MODEL:
+        raise StageError(f"{eval_run} evaluated the {policy['name']!r} policy, not this model: "
+                         "its numbers cannot go in the model card; publish it alone (--eval "
+                         "without RUN) or evaluate the model with --policy openai")  # fmt: skip
     (main / "README.md").write_text(
         model_card(train, repo, weights, metrics, eval_run, dataset_repo), encoding="utf-8"
     )
@@ -143,6 +151,10 @@ def _stage_model(train: Path, eval_run: Path | None, repo: str, dataset_repo: st
             _stage_model_folder(ckpt / "model", dst)
             plans.append(RepoPlan(repo, "model", ckpt.name, dst))
     return plans + [RepoPlan(repo, "model", "main", main)]
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _eval_metrics(eval_run: Path) -> dict:
@@ -162,7 +174,10 @@ def _stage_dataset(eval_run: Path, repo: str, model_repo: str | None, out: Path,
     n = write_episodes(eval_run, root / "data" / "episodes.parquet")
     if n == 0:
         raise StageError(f"{eval_run} holds no stored episodes: nothing to publish")
-    for p in sorted((eval_run / "predictions").glob("run-*.jsonl")):
+    # One SWE-bench predictions file per run, never merged: the harness keys a file by
+    # instance_id, so a file holding several runs of one task would keep only one of them.
+    predictions = sorted((eval_run / "predictions").glob("run-*.jsonl"))
+    for p in predictions:
         _link(p, root / "predictions" / p.name)
     for name in ("metrics.json", "report.md", "config.json"):
         if (eval_run / name).is_file():
@@ -171,7 +186,8 @@ def _stage_dataset(eval_run: Path, repo: str, model_repo: str | None, out: Path,
         _link(p, root / p.name)
     if not (eval_run / "report.md").is_file():
         notes.append(f"{eval_run} has no report.md; the dataset carries metrics.json only")
-    (root / "README.md").write_text(dataset_card(eval_run, repo, metrics, n, model_repo), "utf-8")
+    card = dataset_card(eval_run, repo, metrics, n, model_repo, [p.name for p in predictions])
+    (root / "README.md").write_text(card, "utf-8")
     return RepoPlan(repo, "dataset", "main", root)
 
 
