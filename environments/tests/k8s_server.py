@@ -8,8 +8,17 @@ objects, and upgrades `pods/exec` to a websocket speaking v5.channel.k8s.io or v
 v5's 255 closes a channel). Each pod is `docker run --network none` with the pod's cpu and memory
 limits; an exec is spliced to `docker exec -i`.
 
-Faults: `hold_pending` keeps new pods Pending (ContainerCreating) forever. An image the engine
-does not have ends in ImagePullBackOff, as a node that cannot pull would.
+Faults, one knob each on FakeCluster, set by a test and consumed as they fire:
+- `hold_pending` keeps new pods Pending (ContainerCreating) forever; `pending_s` for a while.
+- An image the engine does not have ends in ImagePullBackOff, as a node that cannot pull would.
+- `create_faults`: (status, committed) per create request: answered with that status, after
+  creating the pod when `committed` (an answer lost on the way back).
+- `exec_faults`: (status, message) per exec handshake: refused, as a kubelet that does not know
+  the container yet refuses right after Running.
+- `withhold_status`: an exec whose process ends never sends its status nor closes.
+- `drop_streams()`: every open exec connection cut without a close frame.
+- `evict(ns, name, hang=...)`: the pod Failed/Evicted and its container gone; with `hang` its
+  streams go silent instead of ending (a node that vanished).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,6 +56,11 @@ def status(code: int, reason: str, message: str, **details) -> dict:
         "details": details,
         "code": code,
     }
+
+
+def fault_status(code: int) -> dict:
+    reason = {409: "AlreadyExists", 429: "TooManyRequests", 500: "InternalError"}.get(code, "")
+    return status(code, reason or "InternalError", f"injected fault: {code} {reason}")
 
 
 def matches(labels: dict, selector: str) -> bool:
@@ -86,11 +101,24 @@ class FakeCluster:
         self.pods: dict[tuple[str, str], dict] = {}
         self.lock = threading.Lock()
         self.hold_pending = False
+        self.pending_s = 0.0
+        self.create_faults: list[tuple[int, bool]] = []
+        self.exec_faults: list[tuple[int, str]] = []
+        self.withhold_status = False
+        self.streams: dict[tuple[str, str], list[ServerSocket]] = {}
+        self.verbs: set[tuple[str, str]] = set()  # (resource, RBAC verb) of every request
 
     def container(self, ns: str, name: str) -> str:
         return f"k8stest-{ns}-{name}"
 
     def create(self, ns: str, pod: dict) -> tuple[int, dict]:
+        fault = self.create_faults.pop(0) if self.create_faults else None
+        if fault and not fault[1]:
+            return fault[0], fault_status(fault[0])
+        code, body = self._create(ns, pod)
+        return (fault[0], fault_status(fault[0])) if fault else (code, body)
+
+    def _create(self, ns: str, pod: dict) -> tuple[int, dict]:
         meta = pod.setdefault("metadata", {})
         name = meta.get("name")
         if not name:
@@ -126,6 +154,7 @@ class FakeCluster:
         }
 
     def _start(self, ns: str, pod: dict) -> None:
+        time.sleep(self.pending_s)
         c = pod["spec"]["containers"][0]
         name = pod["metadata"]["name"]
         have = subprocess.run(["docker", "image", "inspect", c["image"]], capture_output=True)
@@ -151,6 +180,29 @@ class FakeCluster:
             "conditions": [{"type": "Ready", "status": "True"}],
             "containerStatuses": [self._cstatus(c, {"running": {"startedAt": _now()}}, True)],
         }
+
+    def evict(self, ns: str, name: str, *, hang: bool = False) -> None:
+        """What a node under pressure does: the pod Failed/Evicted, its container killed."""
+        pod = self.pods[(ns, name)]
+        if hang:
+            for ws in self.streams.get((ns, name), []):
+                ws.frozen = True
+        c = pod["spec"]["containers"][0]
+        term = {"terminated": {"exitCode": 137, "reason": "Error"}}
+        pod["status"].update(
+            phase="Failed",
+            reason="Evicted",
+            message="The node was low on resource: memory.",
+            conditions=[{"type": "Ready", "status": "False"}],
+            containerStatuses=[self._cstatus(c, term)],
+        )
+        subprocess.run(["docker", "rm", "-f", self.container(ns, name)], capture_output=True)
+
+    def drop_streams(self) -> None:
+        """Cut every open exec connection at the TCP level: no status, no close frame."""
+        for sockets in list(self.streams.values()):
+            for ws in sockets:
+                ws.drop()
 
     def delete(self, ns: str, name: str) -> tuple[int, dict]:
         with self.lock:
@@ -192,6 +244,8 @@ class Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, body: dict) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
+        if code == 429:
+            self.send_header("Retry-After", "1")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -204,6 +258,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         parts, _ = self._route()
         if parts[:3] == ["api", "v1", "namespaces"] and parts[4:] == ["pods"]:
+            self.cluster.verbs.add(("pods", "create"))
             return self._send(*self.cluster.create(parts[3], self._body()))
         self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
 
@@ -214,6 +269,8 @@ class Handler(BaseHTTPRequestHandler):
                 404, status(404, "NotFound", "the server could not find the requested resource")
             )
         ns = parts[3]
+        resource = "pods/exec" if parts[6:] == ["exec"] else "pods"
+        self.cluster.verbs.add((resource, "list" if len(parts) == 5 else "get"))
         if len(parts) == 5:
             items = self.cluster.listing(ns, query.get("labelSelector", [""])[0])
             return self._send(
@@ -230,6 +287,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         parts, query = self._route()
         if parts[:3] == ["api", "v1", "namespaces"] and parts[4:5] == ["pods"]:
+            self.cluster.verbs.add(("pods", "delete" if len(parts) == 6 else "deletecollection"))
             if len(parts) == 6:
                 return self._send(*self.cluster.delete(parts[3], parts[5]))
             gone = [p for p in self.cluster.listing(parts[3], query.get("labelSelector", [""])[0])]
@@ -243,6 +301,9 @@ class Handler(BaseHTTPRequestHandler):
     # --- pods/exec over a websocket ---------------------------------------------------------
 
     def _exec(self, ns: str, pod: dict, query: dict) -> None:
+        if self.cluster.exec_faults:
+            code, msg = self.cluster.exec_faults.pop(0)
+            return self._send(code, status(code, "InternalError", msg))
         if pod["status"].get("phase") != "Running":
             msg = f"container {pod['spec']['containers'][0]['name']} not found"
             return self._send(400, status(400, "BadRequest", msg))
@@ -268,6 +329,8 @@ class Handler(BaseHTTPRequestHandler):
             bufsize=0,
         )
         ws = ServerSocket(self.connection)
+        key = (ns, pod["metadata"]["name"])
+        self.cluster.streams.setdefault(key, []).append(ws)
         for ch in (1, 2, 3):  # an empty frame per output channel says the stream is open
             ws.send(bytes([ch]))
         pumps = [
@@ -276,10 +339,14 @@ class Handler(BaseHTTPRequestHandler):
         ]
         for t in pumps:
             t.start()
-        threading.Thread(target=_feed, args=(ws, proc), daemon=True).start()
+        feeder = threading.Thread(target=_feed, args=(ws, proc), daemon=True)
+        feeder.start()
         for t in pumps:
             t.join()
         code = proc.wait()
+        if self.cluster.withhold_status or ws.frozen:
+            feeder.join()  # silent until the client gives up and closes
+            return
         if code == 0:
             result = {"metadata": {}, "status": "Success"}
         else:
@@ -322,6 +389,13 @@ class ServerSocket:
         self.sock = sock
         self.lock = threading.Lock()
         self.closed = False
+        self.frozen = False  # sends are swallowed: a connection whose far end went silent
+
+    def drop(self) -> None:
+        with self.lock:
+            self.closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
 
     def send(self, payload: bytes, opcode: int = 0x2) -> bool:
         n = len(payload)
@@ -332,6 +406,8 @@ class ServerSocket:
         else:
             head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
         with self.lock:
+            if self.frozen:
+                return True
             if self.closed:
                 return False
             try:
@@ -374,6 +450,8 @@ class ServerSocket:
                     message = b""
 
     def close(self) -> None:
+        if self.frozen:
+            return
         self.send(struct.pack("!H", 1000), opcode=0x8)
         with self.lock:
             self.closed = True

@@ -21,6 +21,9 @@ app = typer.Typer(
 DATASET_HELP = "swe-bench-verified | swe-mini[:train|:test] | r2e-gym-subset | a task file"
 _CONFIG = typer.Option(None, "--config", help="a profile YAML; its `eval:` section is read")
 _OVERRIDES = typer.Argument(None, help="eval.a.b=value overrides of the config, in order")
+_SANDBOX = typer.Option(
+    None, "--sandbox", help="sandbox backend: docker | kubernetes | local | module:Class"
+)
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -123,6 +126,7 @@ def run(
     swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
     memory: str = typer.Option(None, help="sandbox memory limit, e.g. 4g"),
     cpus: float = typer.Option(None, help="sandbox CPU limit"),
+    sandbox: str = _SANDBOX,
     limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
     ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
     dry_run: bool = typer.Option(False, help="print the resolved config and exit"),
@@ -142,16 +146,18 @@ def run(
         "episode.prompt_variant": prompt_variant, "infra_retries": infra_retries,
         "max_infra_errors": max_infra_errors, "repo_mirror": str(repo_mirror) if repo_mirror else None,
         "swebench_env": swebench_env, "sandbox.memory": memory, "sandbox.cpus": cpus,
+        "sandbox_backend": sandbox,
     })  # fmt: skip
     if dry_run:
         typer.echo(cfg.model_dump_json(indent=1))
         return
+    _preflight(cfg.sandbox_backend)
     tasks = load_dataset(cfg.dataset, ids, limit)
     if not tasks:
         _fail(f"dataset {cfg.dataset}: no tasks selected")
     tasks, unsupported = prepare_tasks(tasks, cfg)
     store = _open(out, cfg, tasks)
-    _clean_leftover_sandboxes()
+    _clean_leftover_sandboxes(cfg.sandbox_backend)
     try:
         run_all(tasks, cfg, store, unsupported=unsupported)
     except ValueError as exc:  # bad input found while running (e.g. a task without gold patch)
@@ -173,20 +179,22 @@ def validate(
     workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
     limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
     ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
+    sandbox: str = _SANDBOX,
 ) -> None:
     """Gold resolves every task and the empty patch none: the check a task set must pass."""
     from deepswe.eval.card import ProtocolMismatch
     from deepswe.eval.validate import validate_tasks
 
     cfg = _config(config, overrides, {"dataset": dataset, "baseline_runs": rounds,
-                                      "workers": workers})  # fmt: skip
+                                      "workers": workers, "sandbox_backend": sandbox})  # fmt: skip
+    _preflight(cfg.sandbox_backend)
     tasks = load_dataset(cfg.dataset, ids, limit)
     tasks, unsupported = prepare_tasks(tasks, cfg)
     if unsupported:
         _fail(
             f"{len(unsupported)} task(s) have no environment here, e.g. {next(iter(unsupported))}"
         )
-    _clean_leftover_sandboxes()
+    _clean_leftover_sandboxes(cfg.sandbox_backend)
     try:
         result = validate_tasks(tasks, out, cfg)
     except (ProtocolMismatch, ValueError) as exc:
@@ -222,12 +230,23 @@ def _check_infra_errors(store, allowed: int, retries: int) -> None:
     )
 
 
-def _clean_leftover_sandboxes() -> None:
-    # A run killed with SIGKILL cannot remove its containers; the next start does.
-    try:
-        from deepswe.env.sandbox.docker import gc
+def _preflight(backend: str) -> None:
+    """Fail fast, before any episode, when the sandbox backend cannot start sandboxes at all
+    (Kubernetes: no in-cluster config and no KUBECONFIG)."""
+    from deepswe.env.sandbox import SandboxError, preflight
 
-        gc()
+    try:
+        preflight(backend)
+    except (SandboxError, ValueError) as exc:
+        _fail(f"sandbox backend {backend}: {exc}")
+
+
+def _clean_leftover_sandboxes(backend: str = "docker") -> None:
+    # A run killed with SIGKILL cannot remove its sandboxes; the next start does.
+    try:
+        from deepswe.env.sandbox import clean_leftovers
+
+        clean_leftovers(backend)
     except Exception as exc:  # no engine: the episodes will say so as infra errors
         typer.echo(f"note: could not clean leftover sandboxes: {exc}", err=True)
 

@@ -109,6 +109,22 @@ def backend_class(name: str) -> type:
     return resolve(BACKENDS, name, "sandbox backend")
 
 
+def preflight(name: str) -> None:
+    """Check, before any episode, that backend `name` can start sandboxes at all; a one-line
+    SandboxStartError says why not (no cluster configured). A backend opts in with a static
+    `preflight()`; ValueError for an unknown backend."""
+    check = getattr(backend_class(name), "preflight", None)
+    if check is not None:
+        check()
+
+
+def clean_leftovers(name: str) -> list[str]:
+    """Remove the sandboxes of backend `name` whose creating process is gone (a killed run);
+    their names. A backend opts in with a static `clean_leftovers()`."""
+    clean = getattr(backend_class(name), "clean_leftovers", None)
+    return clean() if clean is not None else []
+
+
 __all__ = [
     "BACKENDS",
     "ExecResult",
@@ -118,4 +134,6 @@ __all__ = [
     "SandboxLimits",
     "SandboxStartError",
     "backend_class",
+    "clean_leftovers",
+    "preflight",
 ]

@@ -12,6 +12,7 @@ import json
 import queue
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -21,6 +22,8 @@ from deepswe.env.sandbox import ExecResult, SandboxDied, SandboxError, SandboxLi
 SERVER_SOURCE = Path(__file__).with_name("server.py")
 # Extra seconds the host waits past a command's own timeout before it calls the helper hung.
 REPLY_GRACE_S = 30.0
+# While waiting for an answer, how often the transport is asked whether its sandbox is gone.
+GONE_CHECK_S = 1.0
 
 
 class Transport(Protocol):
@@ -36,6 +39,11 @@ class Transport(Protocol):
 
     def ended(self) -> bool:
         """True once the stream is over (the helper exited or the connection dropped)."""
+        ...
+
+    def gone(self) -> str | None:
+        """Why the sandbox is known to be gone although the stream is still open (a pod
+        deleted under a hung exec stream), or None. Called while a call waits."""
         ...
 
     def death_note(self) -> str:
@@ -72,6 +80,9 @@ class ProcessTransport:
     def ended(self) -> bool:
         return self._proc.poll() is not None
 
+    def gone(self) -> str | None:
+        return None  # the pipes close when the process or container goes: ended() says so
+
     def death_note(self) -> str:
         code = self._proc.poll()
         err = b""
@@ -97,15 +108,20 @@ class Channel:
             transport = ProcessTransport(transport)
         self._transport = transport
         self._lock = threading.Lock()
+        self.keepalives = 0  # blank lines seen: the helper's traffic on an idle stream
         self._replies: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self.call({"op": "ping"}, wait_s=ready_timeout_s)
 
     def _pump(self) -> None:
-        """Move answer lines to a queue, so a wait can time out; None marks end of stream."""
+        """Move answer lines to a queue, so a wait can time out; None marks end of stream.
+        Blank lines are the helper's keepalives (traffic on an idle stream): not answers."""
         try:
             for line in self._transport.lines():
-                self._replies.put(line)
+                if line.strip():
+                    self._replies.put(line)
+                else:
+                    self.keepalives += 1
         finally:
             self._replies.put(None)
 
@@ -118,17 +134,30 @@ class Channel:
                 self._transport.send((json.dumps(request) + "\n").encode())
             except OSError as exc:
                 raise SandboxDied(f"{self._death_note()} ({exc})") from exc
-            try:
-                line = self._replies.get(timeout=wait_s)
-            except queue.Empty:
-                self.close()
-                raise SandboxDied(f"sandbox helper gave no answer within {wait_s:.0f}s") from None
+            line = self._answer(wait_s)
             if line is None:
                 raise SandboxDied(self._death_note())
         answer = json.loads(line)
         if not answer.get("ok"):
             raise SandboxError(answer.get("error", "unknown sandbox helper error"))
         return answer
+
+    def _answer(self, wait_s: float) -> bytes | None:
+        """The next answer line (None: the stream ended); SandboxDied when none comes within
+        `wait_s` or the transport learns its sandbox is gone while the stream hangs."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise SandboxDied(f"sandbox helper gave no answer within {wait_s:.0f}s")
+            try:
+                return self._replies.get(timeout=min(left, GONE_CHECK_S))
+            except queue.Empty:
+                why = self._transport.gone()
+                if why:
+                    self.close()
+                    raise SandboxDied(why) from None
 
     def run(
         self,

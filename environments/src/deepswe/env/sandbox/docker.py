@@ -134,6 +134,11 @@ class DockerSandbox(ChannelSandbox):
         if not ok:
             raise SandboxDied(f"copy into {self.id} failed")
 
+    @staticmethod
+    def clean_leftovers() -> list[str]:
+        """Remove this host's sandbox containers whose creating process is gone."""
+        return gc()
+
     def close(self) -> None:
         super().close()
         if self._container is not None:

@@ -10,7 +10,16 @@ call is one message, not one exec. Client pitfalls this file designs around:
 - v4 exec cannot half-close stdin: the helper is ended by closing the stream (it exits on EOF).
 - a stream can hang when its pod goes away: every call has a host-side deadline (channel.py) and
   a dropped stream reads the pod's phase into the SandboxDied message (-> infra_error).
-- a handshake can fail right after Running: exec only once the pod is Ready and started.
+- a handshake can fail right after Running: exec only once the pod is Ready and started, and
+  retry a refused handshake (5xx, "container not found") while the start deadline allows.
+- a create can fail transiently (429, 5xx) or land with its answer lost: retried, and a 409 for
+  our own name adopts the pod an earlier attempt made.
+
+Settings beyond SandboxLimits come from the environment, so every command that takes
+`sandbox_backend: kubernetes` can use them unchanged: KUBECONFIG (else in-cluster),
+DEEPSWE_K8S_CONTEXT, DEEPSWE_K8S_NAMESPACE, DEEPSWE_K8S_RUNTIME_CLASS (e.g. gvisor),
+DEEPSWE_K8S_EPHEMERAL_STORAGE (default 10Gi), DEEPSWE_K8S_OWNER (`apiVersion/kind/name/uid` of
+an object whose deletion cascades to every pod), DEEPSWE_K8S_KEEPALIVE_S (default 30).
 """
 
 from __future__ import annotations
@@ -19,24 +28,26 @@ import contextlib
 import os
 import re
 import shlex
-import socket
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
-from kubernetes.stream.ws_client import STDERR_CHANNEL, STDOUT_CHANNEL, WSClient, get_websocket_url
 from urllib3.exceptions import HTTPError
 
 from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError
 from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel, ChannelSandbox
+from deepswe.env.sandbox.kubernetes_cluster import (
+    api_message,
+    context_setting,
+    gc,
+    load_configuration,
+    own_labels,
+    preflight,
+)
+from deepswe.env.sandbox.kubernetes_exec import CONTAINER, ExecRefused, ExecTransport
 
-LABEL = "deepswe.sandbox"
-CONTAINER = "sandbox"
 # Pod Security "baseline": task images run as root (pip installs, apt), so "restricted"
 # (runAsNonRoot) is impossible; we drop every capability a root task image does not need.
 KEPT_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
@@ -48,32 +59,12 @@ BOOTSTRAP = (
     "exec(compile(src, '/opt/deepswe/server.py', 'exec'))"
 )
 POLL_S = 0.2
-
-
-def load_configuration(
-    kubeconfig: str | None = None, context: str | None = None
-) -> tuple[k8s.Configuration, str]:
-    """Client configuration and namespace from KUBECONFIG / ~/.kube/config, else in-cluster."""
-    cfg = k8s.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-    path = path.split(os.pathsep)[0]
-    if os.path.exists(path):
-        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
-        _, active = k8s_config.list_kube_config_contexts(config_file=path)
-        if context:
-            contexts, _ = k8s_config.list_kube_config_contexts(config_file=path)
-            active = next(c for c in contexts if c["name"] == context)
-        namespace = (active or {}).get("context", {}).get("namespace") or "default"
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=cfg)
-        ns_file = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-        namespace = ns_file.read_text().strip() if ns_file.exists() else "default"
-    else:
-        raise SandboxStartError(
-            f"no Kubernetes cluster configured: no kubeconfig at {path} and not in a cluster "
-            "(set KUBECONFIG)"
-        )
-    return cfg, os.environ.get("DEEPSWE_K8S_NAMESPACE") or namespace
+# Create answers worth another try: throttled (429, honouring Retry-After) or a server hiccup.
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+CREATE_ATTEMPTS = 6
+EXEC_ATTEMPTS = 5
+# Exec refusals retrying cannot fix: credentials, RBAC, the pod is gone.
+EXEC_FINAL_STATUSES = {401, 403, 404}
 
 
 def memory_quantity(docker_memory: str) -> str:
@@ -92,10 +83,19 @@ def pod_manifest(
     labels: dict[str, str],
     *,
     runtime_class: str | None = None,
+    ephemeral_storage: str = "10Gi",
+    owner: str | None = None,
     deadline_s: int = 24 * 3600,
 ) -> dict:
-    """The pod for one sandbox: requests equal limits, no token, no service links, no restarts."""
-    resources = {"cpu": f"{int(limits.cpus * 1000)}m", "memory": memory_quantity(limits.memory)}
+    """The pod for one sandbox: requests equal limits, no token, no service links, no restarts.
+
+    `owner` is `apiVersion/kind/name/uid` of an object whose deletion deletes the pod too.
+    """
+    resources = {
+        "cpu": f"{int(limits.cpus * 1000)}m",
+        "memory": memory_quantity(limits.memory),
+        "ephemeral-storage": ephemeral_storage,
+    }
     spec: dict = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": deadline_s,  # a backstop when the host that made it is gone
@@ -119,83 +119,28 @@ def pod_manifest(
     }
     if runtime_class:
         spec["runtimeClassName"] = runtime_class  # e.g. gVisor
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": spec,
-    }
+    metadata: dict = {"name": name, "labels": labels}
+    if owner:
+        api_version, kind, owner_name, uid = owner.rsplit("/", 3)
+        ref = {"apiVersion": api_version, "kind": kind, "name": owner_name, "uid": uid}
+        metadata["ownerReferences"] = [ref]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-class ExecTransport:
-    """server.py behind one `pods/exec` websocket (binary frames, no second output buffer)."""
-
-    def __init__(self, api: k8s.ApiClient, namespace: str, pod: str, argv: list[str]) -> None:
-        self._api, self._namespace, self._pod = api, namespace, pod
-        cfg = api.configuration
-        query = [("container", CONTAINER), ("stdin", "true"), ("stdout", "true")]
-        query += [("stderr", "true"), ("tty", "false")] + [("command", a) for a in argv]
-        url = get_websocket_url(f"{cfg.host}/api/v1/namespaces/{namespace}/pods/{pod}/exec", query)
-        headers = {}
-        for auth in cfg.auth_settings().values():
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"].lower()] = auth["value"]
-        try:
-            self._ws = WSClient(cfg, url, headers, capture_all=False, binary=True)
-        except Exception as exc:  # the handshake was refused (websocket-client's own types)
-            raise SandboxDied(f"exec into pod {pod} refused: {exc}") from exc
-        self._send_lock = threading.Lock()
-        self._stderr = bytearray()
-
-    def send(self, data: bytes) -> None:
-        if not self._ws.is_open():
-            raise OSError("exec stream is closed")
-        with self._send_lock:
-            try:
-                self._ws.write_stdin(data)
-            except Exception as exc:  # websocket-client raises its own types on a dead socket
-                raise OSError(str(exc)) from exc
-
-    def lines(self) -> Iterator[bytes]:
-        pending = b""
-        while self._ws.is_open():
-            try:
-                self._ws.update(timeout=1)
-            except Exception:  # a dropped connection: the stream is over
-                break
-            pending += self._ws.read_channel(STDOUT_CHANNEL)
-            self._stderr = (self._stderr + self._ws.read_channel(STDERR_CHANNEL))[-2000:]
-            *done, pending = pending.split(b"\n")
-            for line in done:
-                yield line + b"\n"
-
-    def ended(self) -> bool:
-        return not self._ws.is_open()
-
-    def death_note(self) -> str:
-        tail = self._stderr.decode(errors="replace").strip()[-500:]
-        note = f"exec stream to pod {self._pod} closed ({pod_state(self._api, self._namespace, self._pod)})"
-        return note + (f": {tail}" if tail else "")
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._ws.close()
-
-
-def pod_state(api: k8s.ApiClient, namespace: str, pod: str) -> str:
-    """The pod's phase and reason in words ("gone" if it no longer exists)."""
+def retry_after(exc: ApiException) -> float | None:
+    """Seconds a 429 asks us to wait (its Retry-After header), if it says."""
+    value = (exc.headers or {}).get("Retry-After") if exc.headers else None
     try:
-        p = k8s.CoreV1Api(api).read_namespaced_pod(pod, namespace)
-    except ApiException as exc:
-        return "pod gone" if exc.status == 404 else f"pod unreadable: {exc.status} {exc.reason}"
-    st = p.status
-    return f"phase {st.phase}" + (f", {st.reason}: {st.message}" if st.reason else "")
+        return min(float(value), 30.0) if value else None
+    except ValueError:
+        return None
 
 
 class KubernetesSandbox(ChannelSandbox):
     """A pod started from `image` with `limits`; deleted by `close()`."""
 
     _api: k8s.ApiClient | None = None
+    _pod: str | None = None
 
     def __init__(
         self,
@@ -213,27 +158,28 @@ class KubernetesSandbox(ChannelSandbox):
         self.workdir = workdir
         self.id = f"deepswe-{uuid.uuid4().hex[:12]}"
         self._channel: Channel | None = None
-        self._pod: str | None = None
-        cfg, self.namespace = load_configuration(kubeconfig, context)
+        cfg, self.namespace = load_configuration(kubeconfig, context or context_setting())
         # One ApiClient per sandbox: the client's stream helpers patch a client's request
         # function in place, and a shared client has orphaned pods in other projects.
         self._api = k8s.ApiClient(cfg)
         self._core = k8s.CoreV1Api(self._api)
+        self.labels = {**own_labels(), **(labels or {})}
         started = time.monotonic()
-        all_labels = {LABEL: "1", "deepswe.host": socket.gethostname()[:63], **(labels or {})}
+        deadline = started + self.limits.start_timeout_s
+        env = os.environ.get
         try:
             body = pod_manifest(
-                self.id, image, self.limits, all_labels, runtime_class=runtime_class
+                self.id,
+                image,
+                self.limits,
+                self.labels,
+                runtime_class=runtime_class or env("DEEPSWE_K8S_RUNTIME_CLASS"),
+                ephemeral_storage=env("DEEPSWE_K8S_EPHEMERAL_STORAGE") or "10Gi",
+                owner=env("DEEPSWE_K8S_OWNER"),
             )
-            self._core.create_namespaced_pod(self.namespace, body)
-            self._pod = self.id
-            self._wait_ready(started + self.limits.start_timeout_s)
-            source = SERVER_SOURCE.read_bytes()
-            argv = ["python3", "-u", "-c", BOOTSTRAP.format(n=len(source))]
-            transport = ExecTransport(self._api, self.namespace, self.id, argv)
-            transport.send(source)
-            left = max(1.0, started + self.limits.start_timeout_s - time.monotonic())
-            self._channel = Channel(transport, ready_timeout_s=left)
+            self._pod = self.id  # from here close() deletes it, even if the create's answer is lost
+            self._create(body, deadline)
+            self._channel = self._connect(deadline)
         except BaseException as exc:
             self.close()
             if isinstance(exc, SandboxStartError):
@@ -245,13 +191,73 @@ class KubernetesSandbox(ChannelSandbox):
             raise
         self.ready_seconds = time.monotonic() - started
 
+    def _create(self, body: dict, deadline: float) -> None:
+        """Create the pod; retry 429/5xx and lost answers; a 409 for our own name adopts it."""
+        delay = 0.5
+        for attempt in range(1, CREATE_ATTEMPTS + 1):
+            try:
+                self._core.create_namespaced_pod(self.namespace, body)
+                return
+            except ApiException as exc:
+                if exc.status == 409 and self._is_ours():
+                    return  # an earlier attempt made it and its answer was lost
+                retry, why, wait = exc.status in RETRY_STATUSES, api_message(exc), retry_after(exc)
+            except HTTPError as exc:  # no answer: the create may or may not have landed
+                retry, why, wait = True, f"no answer ({exc})", None
+            wait = wait or delay
+            if not retry or attempt == CREATE_ATTEMPTS or time.monotonic() + wait > deadline:
+                raise SandboxStartError(
+                    f"pod {self.id} from {self.image!r} could not be created: {why}"
+                )
+            time.sleep(wait)
+            delay = min(delay * 2, 8.0)
+
+    def _is_ours(self) -> bool:
+        try:
+            pod = self._core.read_namespaced_pod(self.id, self.namespace)
+        except ApiException:
+            return False
+        labels = pod.metadata.labels or {}
+        return all(labels.get(k) == v for k, v in own_labels().items())
+
+    def _connect(self, deadline: float) -> Channel:
+        """Once the pod is Ready, start server.py over one exec stream (handshakes retried)."""
+        delay = 0.5
+        for attempt in range(1, EXEC_ATTEMPTS + 1):
+            self._wait_ready(deadline)
+            source = SERVER_SOURCE.read_bytes()
+            argv = ["python3", "-u", "-c", BOOTSTRAP.format(n=len(source))]
+            try:
+                transport = ExecTransport(self._api, self.namespace, self.id, argv)
+                break
+            except ExecRefused as exc:
+                # Right after Running the kubelet may not know the container yet ("container
+                # not found", a 5xx): the API server's view leads the node's.
+                final = exc.status in EXEC_FINAL_STATUSES or attempt == EXEC_ATTEMPTS
+                if final or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        # The pod API has no per-pod pids limit: the helper counts them. Its keepalive keeps
+        # nodes and load balancers from cutting the stream while a command runs quietly.
+        keepalive = float(os.environ.get("DEEPSWE_K8S_KEEPALIVE_S") or 30.0)
+        setup = {"op": "config", "keepalive_s": keepalive, "pids": self.limits.pids}
+        try:
+            transport.send(source)
+            channel = Channel(transport, ready_timeout_s=max(1.0, deadline - time.monotonic()))
+            channel.call(setup, wait_s=max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            transport.close()
+            raise
+        return channel
+
     def _wait_ready(self, deadline: float) -> None:
         """Poll until the container is Ready and started; image pull failures end it at once."""
         state = "not yet created"
         while time.monotonic() < deadline:
             pod = self._core.read_namespaced_pod(self.id, self.namespace)
             st = pod.status
-            state = f"phase {st.phase}"
+            state = f"phase {st.phase}" + (f", {st.reason}" if st.reason else "")
             for cs in st.container_statuses or []:
                 waiting = cs.state.waiting if cs.state else None
                 if waiting and waiting.reason in IMAGE_PULL_FAILURES:
@@ -292,28 +298,22 @@ class KubernetesSandbox(ChannelSandbox):
     def close(self) -> None:
         super().close()
         if self._pod is not None:
-            with contextlib.suppress(ApiException):
+            with contextlib.suppress(ApiException, HTTPError):
                 self._core.delete_namespaced_pod(self._pod, self.namespace, grace_period_seconds=0)
             self._pod = None
         if self._api is not None:
             self._api.close()
             self._api = None
 
+    @staticmethod
+    def preflight() -> None:
+        """Fail fast, in one line, when no cluster is configured or its API server is silent."""
+        preflight()
 
-def gc(
-    selector: str | None = None, *, kubeconfig: str | None = None, context: str | None = None
-) -> int:
-    """Delete every sandbox pod matching `selector` (e.g. `deepswe.run=abc`) in one call.
+    @staticmethod
+    def clean_leftovers() -> list[str]:
+        """Delete this host's sandbox pods whose creating process is gone (a killed run)."""
+        return gc(orphans_only=True)
 
-    Without a selector, every deepswe sandbox pod of this host. Returns how many were named.
-    """
-    cfg, namespace = load_configuration(kubeconfig, context)
-    host = socket.gethostname()[:63]
-    label = f"{LABEL}=1," + (selector or f"deepswe.host={host}")
-    with k8s.ApiClient(cfg) as api:
-        core = k8s.CoreV1Api(api)
-        n = len(core.list_namespaced_pod(namespace, label_selector=label).items)
-        core.delete_collection_namespaced_pod(
-            namespace, label_selector=label, grace_period_seconds=0
-        )
-    return n
+
+__all__ = ["KubernetesSandbox", "gc", "load_configuration", "memory_quantity", "pod_manifest"]

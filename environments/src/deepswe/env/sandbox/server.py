@@ -12,12 +12,18 @@ Requests (one JSON object a line, answered in order, one answer each):
   {"op": "read", "path": str, "max_bytes": int}      -> data (base64)
   {"op": "write", "path": str, "data": base64, "mode": int}
   {"op": "ping"}
-Answers: {"ok": true, ...} or {"ok": false, "error": str}.
+  {"op": "config", "keepalive_s": s, "pids": int}   both optional; see SETTINGS
+Answers: {"ok": true, ...} or {"ok": false, "error": str}, one line each; a blank line is a
+keepalive (traffic on an idle stream, which nodes and load balancers would otherwise cut).
+
+When its input ends (the host closed the stream, or the connection dropped) the helper kills
+the command in flight with its whole process group and exits: nothing outlives the stream.
 """
 
 import base64
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -28,6 +34,14 @@ TRUNCATION_MARKER = "\n[... output truncated: {dropped} more bytes dropped ...]\
 # After the command's own process exits, how long its pipes may stay open (held by children it
 # left behind) before the whole process group is killed.
 STRAGGLER_GRACE_S = 0.5
+PIDS_NOTE = "\n[sandbox: more than {limit} processes; the command was killed]\n"
+# Set by the "config" op. keepalive_s: a blank line on stdout this often (0: never). pids: the
+# most processes the sandbox may hold while a command runs, counted in /proc (0: not counted
+# here). The Kubernetes pod API has no per-pod pids limit, so that backend asks for it here;
+# Docker enforces it in the kernel (--pids-limit).
+SETTINGS = {"keepalive_s": 0.0, "pids": 0}
+CURRENT = {"pgid": None}  # the process group of the command in flight
+_out_lock = threading.Lock()
 
 
 class _Capped:
@@ -71,6 +85,23 @@ def _kill_group(pgid):
         time.sleep(0.02)
 
 
+def _count_processes():
+    try:
+        return sum(1 for name in os.listdir("/proc") if name.isdigit())
+    except OSError:
+        return 0
+
+
+def _watch_pids(proc, limit, tripped):
+    """Kill the command's group once the sandbox holds more than `limit` processes."""
+    while proc.poll() is None:
+        if _count_processes() > limit:
+            tripped.append(True)
+            _kill_group(proc.pid)
+            return
+        time.sleep(0.05)
+
+
 def run(req):
     timeout = float(req.get("timeout") or 90.0)
     limit = int(req.get("max_output") or 1 << 20)
@@ -100,7 +131,12 @@ def run(req):
             "truncated": False,
             "seconds": round(time.monotonic() - start, 4),
         }
+    CURRENT["pgid"] = proc.pid
     out, err = _Capped(proc.stdout, limit), _Capped(proc.stderr, limit)
+    tripped = []
+    if SETTINGS["pids"]:
+        args = (proc, SETTINGS["pids"], tripped)
+        threading.Thread(target=_watch_pids, args=args, daemon=True).start()
     timed_out = False
     try:
         proc.wait(timeout=timeout)
@@ -111,13 +147,15 @@ def run(req):
     out.thread.join(0 if timed_out else STRAGGLER_GRACE_S)
     _kill_group(proc.pid)
     proc.wait()
+    CURRENT["pgid"] = None
     out.thread.join(5)
     err.thread.join(5)
+    note = PIDS_NOTE.format(limit=SETTINGS["pids"]) if tripped else ""
     return {
         "ok": True,
         "exit_code": proc.returncode if not timed_out else -9,
         "stdout": out.text(),
-        "stderr": err.text(),
+        "stderr": err.text() + note,
         "timed_out": timed_out,
         "truncated": bool(out.dropped or err.dropped),
         "seconds": round(time.monotonic() - start, 4),
@@ -142,6 +180,44 @@ def write(req):
     return {"ok": True}
 
 
+def _emit(channel, text):
+    with _out_lock:
+        channel.write(text)
+        channel.flush()
+
+
+def _keepalive(channel):
+    while True:
+        time.sleep(SETTINGS["keepalive_s"])
+        try:
+            _emit(channel, "\n")
+        except (OSError, ValueError):
+            return
+
+
+def _configure(channel):
+    def config(req):
+        first = not SETTINGS["keepalive_s"]
+        SETTINGS["keepalive_s"] = float(req.get("keepalive_s") or SETTINGS["keepalive_s"])
+        SETTINGS["pids"] = int(req.get("pids") or SETTINGS["pids"])
+        if first and SETTINGS["keepalive_s"] > 0:
+            threading.Thread(target=_keepalive, args=(channel,), daemon=True).start()
+        return {"ok": True}
+
+    return config
+
+
+def _read_requests(requests):
+    """stdin's lines to `requests`; at its end, kill the command in flight: nothing may outlive
+    the stream (an exec'd process survives a dropped Kubernetes exec stream otherwise)."""
+    for line in sys.stdin:
+        requests.put(line)
+    requests.put(None)
+    pgid = CURRENT["pgid"]
+    if pgid is not None:
+        _kill_group(pgid)
+
+
 OPS = {
     "run": run,
     "read": read,
@@ -154,7 +230,13 @@ def main():
     # Our own stdout carries the protocol; nothing else may write to it.
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr
-    for line in sys.stdin:
+    OPS["config"] = _configure(channel)
+    requests = queue.Queue()
+    threading.Thread(target=_read_requests, args=(requests,), daemon=True).start()
+    while True:
+        line = requests.get()
+        if line is None:
+            break
         if not line.strip():
             continue
         try:
@@ -164,8 +246,10 @@ def main():
             answer = {"ok": False, "error": "bad request: missing or unknown %s" % exc}
         except Exception as exc:  # answer every request; the host decides what is fatal
             answer = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
-        channel.write(json.dumps(answer) + "\n")
-        channel.flush()
+        try:
+            _emit(channel, json.dumps(answer) + "\n")
+        except (OSError, ValueError):  # the host is gone
+            break
 
 
 if __name__ == "__main__":
