@@ -83,6 +83,59 @@ def test_eval_run_without_a_cluster_fails_before_any_episode(tmp_path):
     assert not out.exists()
 
 
+# --- the cluster's side: infra/kubernetes/ -------------------------------------------------------
+
+INFRA = Path(__file__).resolve().parents[2] / "infra" / "kubernetes"
+# The oldest and newest Kubernetes minor versions the manifests are checked against.
+SCHEMA_VERSIONS = ("1.29.0", "1.37.0")
+
+
+def _manifests() -> list[dict]:
+    import yaml
+
+    docs = [d for f in sorted(INFRA.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text())]
+    return [d for d in docs if d]
+
+
+def test_cluster_manifests_and_the_pod_are_valid_in_strict_mode():
+    """Unknown or misspelt fields fail here, not at `kubectl apply` on someone's cluster."""
+    import kubernetes_validate
+
+    docs = _manifests()
+    kinds = sorted(d["kind"] for d in docs)
+    want = ["DaemonSet", "Namespace", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"]
+    assert kinds == want
+    pod = pod_manifest("p", "img", LIMITS, {"deepswe.sandbox": "1"}, runtime_class="gvisor")
+    for version in SCHEMA_VERSIONS:
+        for doc in [*docs, pod]:
+            kubernetes_validate.validate(doc, version, strict=True)
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"] and policy["egress"] == []
+    assert policy["podSelector"] == {"matchLabels": {"deepswe.sandbox": "1"}}
+
+
+def _role_verbs() -> set[tuple[str, str]]:
+    role = next(d for d in _manifests() if d["kind"] == "Role")
+    return {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+@pytest.mark.docker
+def test_the_role_grants_exactly_the_verbs_the_backend_uses(k8s_cluster, base_image, monkeypatch):
+    from deepswe.env.sandbox import preflight
+
+    monkeypatch.setenv("KUBECONFIG", k8s_cluster.kubeconfig)
+    k8s_cluster.verbs = set()
+    preflight("kubernetes")
+    with _box(k8s_cluster, base_image) as sb:
+        sb.run("true")
+    gc(kubeconfig=k8s_cluster.kubeconfig)
+    left = _box(k8s_cluster, base_image)  # left for the sweep: a delete-collection
+    gc(kubeconfig=k8s_cluster.kubeconfig)
+    left.close()
+    # A websocket exec is a GET (verb "get" before 1.31); 1.31+ authorizes it as "create".
+    assert k8s_cluster.verbs | {("pods/exec", "create")} == _role_verbs()
+
+
 # --- start-up faults ------------------------------------------------------------------------------
 
 
