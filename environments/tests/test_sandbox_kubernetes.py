@@ -8,6 +8,7 @@ pod or image, never as a result and never as reward 0.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -351,3 +352,75 @@ def test_gc_by_run_label_deletes_every_pod_of_the_run(k8s_cluster, base_image):
     finally:
         for sb in [*mine, other]:
             sb.close()
+
+
+@pytest.mark.docker
+def test_gc_leaves_no_pod_behind_after_a_killed_evaluation(k8s_cluster, base_image, tmp_path):
+    """`deepswe-eval run --sandbox kubernetes` SIGKILLed mid-run leaves its pods; the orphan
+    sweep (what the next start runs) deletes exactly those, not a live process's pods."""
+    from deepswe.data.toy import make_toy_tasks, write_tasks
+    from deepswe.env.images.task import ensure_task_image
+
+    tasks = make_toy_tasks(tmp_path / "toy", n=2)
+    ensure_task_image(tasks[0], log=lambda _: None)  # one image serves both
+    data = write_tasks(tasks, tmp_path / "tasks.jsonl")
+    cmd = [CLI, "run", "--sandbox", "kubernetes", "--dataset", str(data), "--policy", "gold"]
+    cmd += ["--runs", "3", "--workers", "2", "--memory", "1g", "--out", str(tmp_path / "run")]
+    env = {**os.environ, "KUBECONFIG": k8s_cluster.kubeconfig}
+    live = _box(k8s_cluster, base_image)  # this process's: must survive the sweep
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while len(_pods(k8s_cluster)) < 2 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the evaluation never started a pod"
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        left = [p for p in _pods(k8s_cluster) if p != live.id]
+        assert left, "the kill landed after the run's pods were gone"
+        gone = gc(orphans_only=True, kubeconfig=k8s_cluster.kubeconfig)
+        assert sorted(gone) == sorted(left)
+        assert _pods(k8s_cluster) == [live.id]
+        assert live.run("echo alive").stdout == "alive\n"
+    finally:
+        live.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+SWE_MINI_IDS = ["inflection__inflection-0a9be10e", "inflection__inflection-0b59d5d4"]
+
+
+@pytest.mark.docker
+def test_swe_mini_validation_gives_the_same_verdicts_as_docker(k8s_cluster, tmp_path):
+    """Real bugs in a real project, gold and empty, graded through pods: the verdicts match
+    the Docker backend's, episode by episode."""
+    import json
+
+    from deepswe.data.swemini.manifest import cache_dir
+
+    if not (cache_dir() / "repos").is_dir():
+        pytest.skip(
+            f"swe-mini sources not fetched into {cache_dir()} (deepswe-data swe-mini fetch)"
+        )
+    env = {**os.environ, "KUBECONFIG": k8s_cluster.kubeconfig}
+    verdicts = {}
+    for backend in ("docker", "kubernetes"):
+        out = tmp_path / backend
+        cmd = [CLI, "validate", "--dataset", "swe-mini", "--sandbox", backend, "--out", str(out)]
+        cmd += ["--workers", "2", *(a for i in SWE_MINI_IDS for a in ("--ids", i))]
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, res.stderr[-3000:]
+        verdicts[backend] = {
+            (policy, i): json.loads((out / policy / "episodes" / i / "run-0.json").read_text())[
+                "outcome"
+            ]
+            for policy in ("gold", "empty")
+            for i in SWE_MINI_IDS
+        }
+    assert verdicts["kubernetes"] == verdicts["docker"]
+    assert {v for (p, _), v in verdicts["kubernetes"].items() if p == "gold"} == {"resolved"}
+    assert not _pods(k8s_cluster)
