@@ -2,18 +2,21 @@
 
 The local backend runs server.py as a host subprocess; the docker one in a real container of the
 bookworm base image; the kubernetes one in a pod of the test API server (k8s_server.py), which is
-a real container of the same image reached through the unmodified `kubernetes` client. Paths are
-under a per-test folder that exists in all of them.
+a real container of the same image reached through the unmodified `kubernetes` client; k8s_live
+in a pod of a real cluster ($KUBECONFIG, image $DEEPSWE_K8S_LIVE_IMAGE, which must have bash and
+python3), skipped where there is none. Paths are under a per-test folder that exists in all of
+them.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
 import pytest
 
-from deepswe.env.sandbox import Sandbox, SandboxLimits, backend_class
+from deepswe.env.sandbox import Sandbox, SandboxError, SandboxLimits, backend_class, preflight
 
 LIMITS = SandboxLimits(command_timeout_s=20, max_output_bytes=100_000, pids=256, memory="512m")
 
@@ -22,7 +25,19 @@ BACKEND_PARAMS = [
     "local",
     pytest.param("docker", marks=pytest.mark.docker),
     pytest.param("kubernetes", marks=pytest.mark.docker),
+    pytest.param("k8s_live", marks=pytest.mark.k8s_live),
 ]
+
+
+def _live_cluster() -> str:
+    """The image to run on the cluster $KUBECONFIG names; skips when there is no cluster."""
+    if not os.environ.get("KUBECONFIG"):
+        pytest.skip("k8s_live: no $KUBECONFIG, so no cluster to run against")
+    try:
+        preflight("kubernetes")
+    except SandboxError as exc:
+        pytest.skip(f"k8s_live: {exc}")
+    return os.environ.get("DEEPSWE_K8S_LIVE_IMAGE", "python:3.12-slim-bookworm")
 
 
 @pytest.fixture(params=BACKEND_PARAMS)
@@ -35,6 +50,10 @@ def box(request, tmp_path):
         image = request.getfixturevalue("base_image")
         kubeconfig = request.getfixturevalue("k8s_cluster").kubeconfig
         sb = backend_class("kubernetes")(image, LIMITS, workdir="/", kubeconfig=kubeconfig)
+        root = f"/tmp/conf-{uuid.uuid4().hex[:8]}"
+    elif request.param == "k8s_live":
+        limits = LIMITS.model_copy(update={"start_timeout_s": 600})  # a real pull may be slow
+        sb = backend_class("kubernetes")(_live_cluster(), limits, workdir="/")
         root = f"/tmp/conf-{uuid.uuid4().hex[:8]}"
     else:
         sb = backend_class("local")(None, LIMITS)
