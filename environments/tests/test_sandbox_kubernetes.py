@@ -355,6 +355,31 @@ def test_gc_by_run_label_deletes_every_pod_of_the_run(k8s_cluster, base_image):
 
 
 @pytest.mark.docker
+def test_deepswe_env_gc_sweeps_pods_by_selector_and_says_so_without_a_cluster(
+    k8s_cluster, base_image, tmp_path, monkeypatch
+):
+    from typer.testing import CliRunner
+
+    from deepswe.env.cli import app
+
+    sb = _box(k8s_cluster, base_image, labels={"deepswe.run": "r3"})
+    try:
+        monkeypatch.setenv("KUBECONFIG", k8s_cluster.kubeconfig)
+        args = ["gc", "--backend", "kubernetes", "--selector", "deepswe.run=r3"]
+        kept = CliRunner().invoke(app, args)  # its owner (this process) is alive
+        assert kept.exit_code == 0 and "removed 0 sandbox pod(s)" in kept.output
+        swept = CliRunner().invoke(app, [*args, "--all"])
+        assert swept.exit_code == 0 and f"removed 1 sandbox pod(s): {sb.id}" in swept.output
+        assert _pods(k8s_cluster) == []
+    finally:
+        sb.close()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    none = CliRunner().invoke(app, ["gc", "--backend", "kubernetes"])
+    assert none.exit_code == 2 and "no Kubernetes cluster configured" in none.output
+
+
+@pytest.mark.docker
 def test_gc_leaves_no_pod_behind_after_a_killed_evaluation(k8s_cluster, base_image, tmp_path):
     """`deepswe-eval run --sandbox kubernetes` SIGKILLed mid-run leaves its pods; the orphan
     sweep (what the next start runs) deletes exactly those, not a live process's pods."""
@@ -400,12 +425,16 @@ def test_swe_mini_validation_gives_the_same_verdicts_as_docker(k8s_cluster, tmp_
     the Docker backend's, episode by episode."""
     import json
 
-    from deepswe.data.swemini.manifest import cache_dir
+    from deepswe.data.loaders import load_jsonl
+    from deepswe.data.swemini.manifest import TASKS, load_manifest
+    from deepswe.data.swemini.sources import fetch
 
-    if not (cache_dir() / "repos").is_dir():
-        pytest.skip(
-            f"swe-mini sources not fetched into {cache_dir()} (deepswe-data swe-mini fetch)"
-        )
+    # What `make data` does, for the one project used (a fresh CI machine has none): a skip here
+    # would leave the Kubernetes evaluation untested in CI.
+    manifest = load_manifest()
+    manifest = manifest.model_copy(update={"projects": [manifest.project("inflection")]})
+    rows = [r for r in load_jsonl(TASKS) if r.repo == "pypi/inflection"]
+    fetch(manifest, rows, log=lambda _: None, rebuild=False)
     env = {**os.environ, "KUBECONFIG": k8s_cluster.kubeconfig}
     verdicts = {}
     for backend in ("docker", "kubernetes"):

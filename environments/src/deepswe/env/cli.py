@@ -196,8 +196,31 @@ def gc(
     everything: bool = typer.Option(
         False, "--all", help="Remove every deepswe sandbox, live ones too."
     ),
+    backend: str = typer.Option(
+        "docker", help="docker: this host's containers; kubernetes: this host's pods (KUBECONFIG)"
+    ),
+    selector: str = typer.Option(
+        None, help="kubernetes: a label selector instead of this host's pods, e.g. deepswe.host=h"
+    ),
 ) -> None:
-    """Remove sandbox containers whose creating process is gone."""
+    """Remove sandboxes whose creating process is gone (containers, or pods with --backend
+    kubernetes); --all removes live ones too."""
+    if backend == "kubernetes":
+        from deepswe.env.sandbox import SandboxStartError
+        from deepswe.env.sandbox.kubernetes_cluster import gc as collect_pods
+
+        try:
+            removed = collect_pods(selector, orphans_only=not everything)
+        except SandboxStartError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(
+            f"removed {len(removed)} sandbox pod(s)" + (": " + " ".join(removed) if removed else "")
+        )
+        return
+    if backend != "docker":
+        typer.echo(f"error: --backend: docker or kubernetes, not {backend!r}", err=True)
+        raise typer.Exit(2)
     from deepswe.env.sandbox.docker import gc as collect
 
     removed = collect(everything=everything)
