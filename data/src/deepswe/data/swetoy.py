@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.toy import diff_to
 
 BUGGY, FIXED = "return a - b", "return a + b"
 # Names of the function that should add: train and test draw from disjoint halves.
@@ -71,22 +72,6 @@ def _git(repo: Path, *args: str) -> str:
     env = {**os.environ, **_GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
                           text=True, env=env).stdout  # fmt: skip
-
-
-def _diff(repo: Path, path: str, new: str) -> str:
-    """The diff from the committed `path` to `new`; the work tree is left as committed."""
-    target = repo / path
-    old = target.read_text() if target.exists() else None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(new)
-    _git(repo, "add", "-N", path)
-    out = _git(repo, "diff", "--", path)
-    _git(repo, "reset", "-q", "--", path)
-    if old is None:
-        target.unlink()
-    else:
-        target.write_text(old)
-    return out
 
 
 def _ops(adder: str, neighbours: list[tuple[str, str, str]], pos: int, body: str) -> str:
@@ -143,10 +128,10 @@ def make_task(root: Path, split: str, k: int, seed: int = 0) -> Task:
         hidden=HiddenTests(
             fail_to_pass=[f"{test_path}::test_{adder}"],
             pass_to_pass=["tests/test_smoke.py::test_import"],
-            test_patch=_diff(repo, test_path, test),
+            test_patch=diff_to(repo, test_path, test),
             graded_files=[test_path],
         ),
-        gold_patch=_diff(repo, "ops.py", _ops(adder, neighbours, pos, FIXED)),
+        gold_patch=diff_to(repo, "ops.py", _ops(adder, neighbours, pos, FIXED)),
     )
 
 
