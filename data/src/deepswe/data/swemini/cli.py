@@ -1,7 +1,8 @@
-"""`deepswe-data swe-mini`: fetch the pinned sources, synthesise tasks.
+"""`deepswe-data swe-mini`: fetch the pinned sources, synthesise tasks, check their statements.
 
 make data        -> deepswe-data swe-mini fetch
 make data-synth  -> deepswe-data swe-mini synth --seed 0 --out data/swe-mini/tasks.jsonl
+deepswe-data swe-mini check-statements   (is every problem statement one a person can act on?)
 
 Building the tasks' images is deepswe-env's (`deepswe-env build --tasks swe-mini`, `make images`)
 and validating them is an evaluation (`deepswe-eval validate --dataset swe-mini`): deepswe.data
@@ -76,3 +77,43 @@ def synth(
     )
     typer.echo(json.dumps(stats, indent=2))
     typer.echo(f"wrote {stats['tasks']} tasks to {out}")
+
+
+@app.command("check-statements")
+def check_statements(
+    tasks: Path = _TASKS,
+    manifest: Path = _MANIFEST,
+    static_only: bool = typer.Option(
+        False, "--static-only", help="Only the text checks (no sources, no runs)."
+    ),
+    workers: int = typer.Option(2, min=1, help="Projects checked in parallel."),
+    show: int = typer.Option(20, help="Failing rows listed at most."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the full report here."),
+) -> None:
+    """Share of rows whose title names a call of the project, whose reproduction defines what it
+    uses, runs at the base commit showing the described behaviour, and no longer shows it with
+    the gold patch; per check and per project. Exit 1 if any row fails a check."""
+    from deepswe.data.loaders import load_jsonl
+    from deepswe.data.swemini.snippet import snippet_python
+    from deepswe.data.swemini.statement_audit import check_rows, report
+
+    rows_in = load_jsonl(tasks)
+    try:
+        python = None if static_only else snippet_python()
+    except RuntimeError as e:
+        raise _die(str(e)) from None
+    rows = check_rows(rows_in, load_manifest(manifest), python, workers=workers)
+    rep = report(rows)
+    if json_out is not None:
+        json_out.write_text(json.dumps(rep, indent=2) + "\n")
+    checks = list(rep["overall"])
+    typer.echo(f"{'project':<12} " + " ".join(f"{c:>16}" for c in checks))
+    for name, per in [("ALL", rep["overall"]), *rep["projects"].items()]:
+        cells = [f"{per[c]['passed']}/{per[c]['rows']} {per[c]['share']:.1%}" for c in checks]
+        typer.echo(f"{name:<12} " + " ".join(f"{x:>16}" for x in cells))
+    failing = [r for r in rows if not r.ok]
+    for r in failing[:show]:
+        for check, why in r.failures().items():
+            typer.echo(f"FAIL {r.instance_id}: {check.value}: {why}")
+    if failing:
+        raise _die(f"{len(failing)} of {len(rows)} statements fail a check")

@@ -10,7 +10,7 @@ that cache (`repos/<name>-<version>`) so the committed tasks.jsonl works on ever
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import yaml
@@ -49,6 +49,16 @@ class Project(BaseModel):
     def key(self) -> str:
         """`<name>-<version>`: the directory name of its sdist and git repository."""
         return f"{self.name}-{self.version}"
+
+    @property
+    def api_modules(self) -> set[str]:
+        """The package's top-level import names (`src/cachetools` -> cachetools, `six.py` ->
+        six): what a reproduction may import besides the standard library."""
+        root = PurePosixPath(self.pythonpath)
+        return {
+            PurePosixPath(entry).relative_to(root).parts[0].removesuffix(".py")
+            for entry in self.src
+        }
 
     @property
     def repo_rel(self) -> str:
