@@ -1,4 +1,5 @@
-"""The statement checks (issue #14): on made-up statements that fail them."""
+"""The statement checks (issue #14): on made-up statements that fail them, and on every phrasing
+the writer uses."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.swemini.snippet import SnippetRun, run_snippet
+from deepswe.data.swemini.statement import TITLES, Issue, write_statement
 from deepswe.data.swemini.statement_check import Check, check_runs, check_static, parse_statement
 
 API = {"mylib"}
@@ -114,3 +116,46 @@ def test_a_crash_claim_is_checked_by_type_and_message():
     assert check_runs(text, raised, SnippetRun(last="None"))[Check.REPRODUCES] is None
     assert check_runs(text, other, SnippetRun(last="None"))[Check.REPRODUCES] is not None
     assert check_runs(text, raised, raised)[Check.FIXED_BY_GOLD] is not None
+
+
+@pytest.mark.parametrize(
+    "issue",
+    [
+        Issue("compare", "f(1)", "f(1)", "f(1)", "print(repr(f(1)))\n", "'a...b'", "'c'"),
+        Issue("truth", "f(1)", "f(1)", "f(1) == 2", "print(f(1) == 2)\n"),
+        Issue("raises", "f(1)", "f(1)", "f(1)", "f(1)\n", exception="KeyError: 1"),
+        Issue(
+            "raises",
+            "f(1)",
+            "f(1)",
+            "f(1)",
+            "f(1)\n",
+            expected="ValueError: x",
+            exception="KeyError: 1",
+        ),  # fmt: skip
+        Issue(
+            "raises",
+            "x",
+            "g()",
+            "for a in x:\n    pass",
+            "x = g()\nfor a in x:\n    pass\n",
+            exception="KeyError: 1",
+        ),  # fmt: skip
+        Issue("no_raise", "f(1)", "f(1)", "f(1)", "f(1)\n", expected="ValueError"),
+    ],
+)
+def test_every_phrasing_the_writer_uses_is_read_back_as_its_claim(issue):
+    claims = set()
+    for seed in range(40):  # enough seeds to draw every template
+        st = parse_statement(write_statement(issue, "mylib", "1.0", str(seed)))
+        assert st.reproduction == issue.reproduction and st.title
+        claims.add(st.claim)
+    kind = issue.kind
+    expected = {"compare": {"actual": issue.actual}, "raises": {"exception": issue.exception}}
+    (claim,) = claims
+    assert claim.kind == kind
+    for field, value in expected.get(kind, {}).items():
+        assert getattr(claim, field) == value
+    if kind == "raises":
+        assert claim.expected == issue.expected
+    assert len(TITLES[kind]) > 1

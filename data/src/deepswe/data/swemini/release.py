@@ -92,6 +92,11 @@ def _stats(
         "tasks": len(tasks),
         "tried": sum(reasons.values()),
         "outcomes": dict(sorted(reasons.items())),
+        "no_statement": dict(
+            sorted(
+                Counter(why.split(":")[0] for r in results for why in r.dropped.values()).items()
+            )
+        ),  # fmt: skip
         "projects": {
             r.project: {
                 "split": split[r.project],
@@ -99,6 +104,7 @@ def _stats(
                 "suite_seconds": r.suite_seconds,
                 "tasks": len(r.tasks),
                 "outcomes": dict(sorted(r.reasons.items())),
+                "dropped": dict(sorted(r.dropped.items())),  # instance id -> why no statement
             }
             for r in sorted(results, key=lambda r: r.project)
         },

@@ -1,37 +1,63 @@
-"""Problem statements in the style of a GitHub issue, written from the observed failure.
+"""Problem statements in the style of a GitHub issue, written from a reproduction that was run.
 
-Input: the `Observation` of one failing test and the test module's imports. Output: a title, what
-was called with which inputs, what came back, what was expected, and a short reproduction. The
-text never names the test file, the test function, or the fix. Templates are picked with
-`random.Random(seed)`, so the same seed gives the same text.
+Input: an `Issue`: what the reproduction showed at the base commit (the value it printed last,
+or the exception it raised, or that it did not raise) and what it shows with the fix (the value
+a user expects), the call the title names, the reproduction itself. Output: a title, an opener,
+the claim, the reproduction. The text never names the test file, the test function, or the fix.
+Templates are picked with `random.Random(seed)`, so the same seed gives the same text. The
+claim phrasings are the ones `statement_check.claim_of` (and deepswe.verify's scripted
+reproduction writer) read back.
 """
 
 from __future__ import annotations
 
 import ast
 import random
+from dataclasses import dataclass
 
-from deepswe.data.swemini.failure import Observation
+
+@dataclass(frozen=True)
+class Issue:
+    kind: str  # "compare" | "truth" | "raises" | "no_raise"
+    call: str  # the expression the issue is about
+    title_call: str  # what the title names: the call, or the project's call it goes through
+    shown: str  # the code quoted in the body (the call, the check, or the last statements)
+    reproduction: str
+    actual: str = ""  # compare: the value printed at the base commit
+    expected: str = ""  # compare: the value printed with the fix; no_raise: the exception's
+    # type; raises: the exception the fix raises instead, if any
+    exception: str = ""  # raises: the exception as Python printed it
+
 
 TITLES = {
     "compare": [
-        "`{call}` returns `{actual}` instead of `{expected}`",
-        "Wrong result from `{call}`",
-        "Unexpected return value: `{call}`",
-        "`{call}` gives an incorrect result",
+        "`{title_call}` returns `{actual_short}` instead of `{expected_short}`",
+        "Wrong result from `{title_call}`",
+        "Unexpected return value: `{title_call}`",
+        "`{title_call}` gives an incorrect result",
     ],
     "truth": [
-        "`{call}` does not hold any more",
-        "Check `{call}` unexpectedly fails",
-        "Wrong behaviour: `{call}`",
+        "Check on `{title_call}` unexpectedly fails",
+        "Wrong behaviour: `{title_call}`",
+        "`{title_call}` does not behave as expected any more",
     ],
     "raises": [
-        "`{call}` raises {exc_type}",
-        "{exc_type} raised by `{call}`",
-        "Crash: {exc_type} in `{call}`",
+        "`{title_call}` raises {exc_type}",
+        "{exc_type} raised by `{title_call}`",
+        "Crash: {exc_type} in `{title_call}`",
     ],
-    "no_raise": ["`{call}` no longer raises {expected}", "Missing {expected} for invalid input"],
-    "other": ["Regression: `{call}` misbehaves", "Unexpected failure in {project}"],
+    "no_raise": [
+        "`{title_call}` no longer raises {expected}",
+        "Missing {expected} from `{title_call}`",
+    ],
+}
+# when the subject names nothing of the project (`len(cache)`), the title names the project's
+# call the reproduction goes through instead
+TITLES_AFTER = {
+    "compare": ["Wrong result after `{title_call}`"],
+    "truth": ["Unexpected behaviour after `{title_call}`"],
+    "raises": ["{exc_type} after `{title_call}`"],
+    "no_raise": ["Missing {expected} after `{title_call}`"],
 }
 OPENERS = [
     "I'm using {project} {version} and ran into this.",
@@ -42,87 +68,92 @@ OPENERS = [
 ]
 BODIES = {
     "compare": [
-        "Evaluating\n\n```python\n{call}\n```\n\ngives `{actual}`, but I expected it to be {op_words}`{expected}`.",
-        "`{call}` returns `{actual}`. The expected result is {op_words}`{expected}`.",
-        "Calling `{call}` produces `{actual}`; it should be {op_words}`{expected}`.",
+        "Evaluating\n\n```python\n{call}\n```\n\ngives `{actual}`, but I expected it to be `{expected}`.",
+        "`{call}` returns `{actual}`. The expected result is `{expected}`.",
+        "Calling `{call}` produces `{actual}`; it should be `{expected}`.",
     ],
     "truth": [
-        "The following should be true but is not:\n\n```python\n{call}\n```\n\n({exc})",
-        "I expected `{call}` to hold, but it fails ({exc}).",
+        "The following should be true but is not:\n\n```python\n{shown}\n```\n\nIt evaluates to `False`.",
+        "I expected `{shown}` to hold, but it is `False`.",
     ],
     "raises": [
-        "Calling `{call}` raises:\n\n```\n{exc}\n```\n\nIt should not raise; this used to work.",
-        "`{call}` crashes with `{exc}` instead of returning a result.",
+        "Calling `{call}` raises:\n\n```\n{exception}\n```\n\nIt should not raise; this used to work.",
+        "`{call}` crashes with `{exception}` instead of returning a result.",
+    ],
+    "raises_block": [
+        "Running\n\n```python\n{shown}\n```\n\nraises:\n\n```\n{exception}\n```\n\nIt should not raise; this used to work.",
+    ],
+    "raises_instead": [
+        "Calling `{call}` raises:\n\n```\n{exception}\n```\n\nIt should raise `{expected}` instead.",
+        "`{call}` crashes with `{exception}` instead of raising `{expected}`.",
     ],
     "no_raise": [
         "`{call}` should raise {expected} for this input, but it returns normally.",
         "No {expected} is raised by `{call}`; invalid input is silently accepted.",
     ],
-    "other": [
-        "This fails:\n\n```python\n{call}\n```\n\n```\n{exc}\n```",
-        "Running `{call}` fails with `{exc}`.",
-    ],
 }
 TITLE_CALL = 72  # characters of the call shown in a title; the body has it whole
+TITLE_VALUE = 40  # characters of a value shown in a title
 CLOSERS = ["", "Thanks!", "Could you take a look?", "Let me know if you need more details.", ""]
-_OP_WORDS = {"==": "", "!=": "different from", "in": "contained in", "not in": "absent from",
-             "is": "", "is not": "not", "<": "less than", "<=": "at most", ">": "greater than",
-             ">=": "at least"}  # fmt: skip
 
 
-def needed_imports(test_source: str, names: set[str]) -> list[str]:
-    """The test module's top-level import lines that bind any of `names`."""
+def shorten_code(code: str, limit: int = TITLE_CALL) -> str:
+    """`code` on one line within `limit` characters: a long call keeps its callee,
+    `f(...)` (still Python), else it is cut with "..."."""
+    code = " ".join(code.split())
+    if len(code) <= limit:
+        return code
     try:
-        tree = ast.parse(test_source)
+        node = ast.parse(code, mode="eval").body
     except SyntaxError:
-        return []
-    lines = []
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound = {(a.asname or a.name).split(".")[0] for a in node.names}
-            if bound & names and not (isinstance(node, ast.ImportFrom) and node.level):
-                keep = [a for a in node.names if (a.asname or a.name).split(".")[0] in names]
-                node = type(node)(**{**node.__dict__, "names": keep})
-                lines.append(ast.unparse(node))
-    return lines
+        node = None
+    if isinstance(node, ast.Call):
+        callee = f"{ast.unparse(node.func)}(...)"
+        if len(callee) <= limit:
+            return callee
+    return code[: limit - 3] + "..."
 
 
-def reproduction(obs: Observation, imports: list[str]) -> str:
-    if obs.kind == "compare":
-        line = f"print(repr({obs.call}))"
-    elif obs.kind in ("truth",):
-        line = f"print({obs.call})"
-    else:
-        line = obs.call or obs.statement
-    return "\n".join([*imports, "", obs.context, line]).replace("\n\n\n", "\n\n").strip()
+def _is_call(issue: Issue) -> bool:
+    """The issue is about one call, which the text can quote inline."""
+    try:
+        node = ast.parse(issue.call, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Call) and "\n" not in issue.shown
 
 
-def write_statement(
-    obs: Observation, test_source: str, project: str, version: str, seed: str
-) -> str:
-    """The issue text for one observed failure (deterministic in `seed`)."""
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def write_statement(issue: Issue, project: str, version: str, seed: str) -> str:
+    """The issue text (deterministic in `seed`)."""
     rng = random.Random(seed)
-    kind = obs.kind if obs.call or obs.kind == "other" else "other"
     fields = {
-        "call": obs.call or obs.statement,
-        "actual": obs.actual,
-        "expected": obs.expected,
-        "exc": obs.exception,
-        "exc_type": obs.exception.split(":", 1)[0] or "an exception",
+        "call": issue.call,
+        "shown": issue.shown,
+        "title_call": shorten_code(issue.title_call),
+        "actual": issue.actual,
+        "expected": issue.expected,
+        "actual_short": _cut(issue.actual, TITLE_VALUE),
+        "expected_short": _cut(issue.expected, TITLE_VALUE),
+        "exception": issue.exception,
+        "exc_type": issue.exception.split(":", 1)[0].rsplit(".", 1)[-1],
         "project": project,
         "version": version,
-        "op_words": f"{_OP_WORDS[obs.op]} " if _OP_WORDS.get(obs.op) else "",
     }
-    call = " ".join(fields["call"].split())
-    short = {"call": call if len(call) <= TITLE_CALL else call[: TITLE_CALL - 3] + "..."}
-    title = rng.choice(TITLES[kind]).format(**{**fields, **short})
-    body = rng.choice(BODIES[kind]).format(**fields)
-    repro = reproduction(obs, needed_imports(test_source, obs.names))
+    titles = TITLES if issue.title_call in issue.call else TITLES_AFTER
+    body = issue.kind
+    if issue.kind == "raises":
+        body = (
+            "raises_instead" if issue.expected else "raises" if _is_call(issue) else "raises_block"
+        )
     parts = [
-        f"### {title}",
+        f"### {rng.choice(titles[issue.kind]).format(**fields)}",
         rng.choice(OPENERS).format(**fields),
-        body,
-        f"Reproduction:\n\n```python\n{repro}\n```",
+        rng.choice(BODIES[body]).format(**fields),
+        f"Reproduction:\n\n```python\n{issue.reproduction.strip()}\n```",
         rng.choice(CLOSERS),
     ]
     return "\n\n".join(p for p in parts if p).strip() + "\n"

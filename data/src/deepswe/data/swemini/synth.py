@@ -3,9 +3,11 @@
 Per project (one worker each, two at a time): rebuild the clean repository, run the whole suite
 once (baseline), list every mutation site of the source files, order them with
 `random.Random(f"{seed}:{name}")` (round-robin over mutation kinds, for variety), and try them in
-that order until `quota` are kept or `max_tries` were run. Each try's outcome is cached on disk
-by the mutation's identity, so an interrupted synthesis resumes where it stopped and a rerun
-with the same seed writes the same bytes.
+that order until `quota` bugs are caught or `max_tries` were run. A caught bug becomes a task if
+a problem statement holding up to every statement check can be written for it (`issue.py`), and
+is dropped otherwise. Each try's outcome is cached on disk by the mutation's identity, so an
+interrupted synthesis resumes where it stopped and a rerun with the same seed writes the same
+bytes.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from pathlib import Path
 
 from deepswe.data.swemini import gitrepo
 from deepswe.data.swemini.attempt import Attempt, test_file, try_mutant
+from deepswe.data.swemini.issue import Runner
 from deepswe.data.swemini.manifest import Manifest, Project, cache_dir
 from deepswe.data.swemini.mutate import Mutation, mutation_sites
 from deepswe.data.swemini.runner import ensure_venv, run_pytest
+from deepswe.data.swemini.snippet import ProjectTree, SnippetRun, run_snippet
 from deepswe.data.swemini.sources import ensure_repo, repo_path
 from deepswe.data.swemini.taskrow import make_task
 from deepswe.data.task import Task
@@ -36,6 +40,7 @@ class ProjectResult:
     project: str
     tasks: list[Task] = field(default_factory=list)
     reasons: Counter = field(default_factory=Counter)
+    dropped: dict[str, str] = field(default_factory=dict)  # instance id -> why no statement
     tests: int = 0
     suite_seconds: float = 0.0
 
@@ -92,6 +97,26 @@ def _cached(path: Path, compute: Callable[[], dict]) -> dict:
     return value
 
 
+@dataclass
+class _Project:
+    """One project's synthesis in progress."""
+
+    manifest: Manifest
+    project: Project
+    seed: int
+    repo: Path
+    clean: str
+    python: Path
+    work: Path
+    baseline: dict[str, str]
+    timeout: float
+    tree: ProjectTree
+    result: ProjectResult
+    per_function: Counter = field(default_factory=Counter)
+    tries: int = 0
+    caught: int = 0  # bugs the tests catch: kept as tasks, or dropped for their statement
+
+
 def synth_project(
     manifest: Manifest,
     project: Project,
@@ -115,41 +140,79 @@ def synth_project(
     baseline: dict[str, str] = {
         t: st for t, st in base["statuses"].items() if not t.startswith(tuple(project.exclude))
     }
-    all_files = sorted({test_file(t) for t in baseline})
     result = ProjectResult(project.name, tests=len(baseline), suite_seconds=base["seconds"])
     # an endless loop is a mutant to reject, not a reason to wait two minutes
     timeout = max(30.0, 10 * base["seconds"])
-    per_function: Counter = Counter()
-    tries = 0
-    for m in ordered_sites(repo, project, seed):
-        if len(result.tasks) >= quota or tries >= max_tries:
-            break
-        if per_function[(m.path, m.function)] >= MAX_PER_FUNCTION:
-            continue
-        tries += 1
-        digest = hashlib.sha256(m.key.encode()).hexdigest()
-        data = _cached(
-            work / "attempts" / f"{digest[:24]}.json",
-            lambda m=m: try_mutant(
-                m, repo, python, project.pythonpath, baseline, all_files, timeout
-            ).to_dict(),
-        )
-        attempt = _without_excluded(Attempt(**data), project.exclude)
-        result.reasons[attempt.status] += 1
-        tick(project.name, attempt.status)
-        if attempt.status != "accepted":
-            continue
-        bug = gitrepo.commit_file(repo, clean, m.path, m.apply((repo / m.path).read_bytes()))
-        gitrepo.set_ref(repo, f"swe-mini/{project.name}-{digest[:8]}", bug)
-        gold = gitrepo.diff(repo, bug, clean)
-        task = make_task(manifest, project, m, attempt, bug, gold, digest[:8], seed, repo)
-        if task is None:
-            result.reasons["accepted"] -= 1
-            result.reasons["no_readable_failure"] += 1
-            continue
-        per_function[(m.path, m.function)] += 1
-        result.tasks.append(task)
+    with ProjectTree(repo, project, clean) as tree:  # reproductions run here, not in the repo
+        state = _Project(manifest, project, seed, repo, clean, python, work, baseline, timeout,
+                         tree, result)  # fmt: skip
+        for m in ordered_sites(repo, project, seed):
+            if state.caught >= quota or state.tries >= max_tries:
+                break
+            if state.per_function[(m.path, m.function)] >= MAX_PER_FUNCTION:
+                continue
+            attempt = _attempt(state, m)
+            result.reasons[attempt.status] += 1
+            tick(project.name, attempt.status)
+            if attempt.status == "accepted":
+                _keep(state, m, attempt)
     return result
+
+
+def _attempt(state: _Project, m: Mutation) -> Attempt:
+    """The mutant's test verdict, cached by the mutation's identity."""
+    state.tries += 1
+    digest = hashlib.sha256(m.key.encode()).hexdigest()
+    all_files = sorted({test_file(t) for t in state.baseline})
+    data = _cached(
+        state.work / "attempts" / f"{digest[:24]}.json",
+        lambda: try_mutant(
+            m,
+            state.repo,
+            state.python,
+            state.project.pythonpath,
+            state.baseline,
+            all_files,
+            state.timeout,
+        ).to_dict(),  # fmt: skip
+    )
+    return _without_excluded(Attempt(**data), state.project.exclude)
+
+
+def _keep(state: _Project, m: Mutation, attempt: Attempt) -> None:
+    """Commit a caught bug and write its task; drop it when no statement holds up.
+
+    A caught bug counts against the quota and its function's cap either way: the statement
+    stage only drops tasks, it never changes which mutants are tried, so the release's ids
+    do not move when the writer changes."""
+    state.caught += 1
+    state.per_function[(m.path, m.function)] += 1
+    short_id = hashlib.sha256(m.key.encode()).hexdigest()[:8]
+    content = m.apply((state.repo / m.path).read_bytes())
+    bug = gitrepo.commit_file(state.repo, state.clean, m.path, content)
+    gitrepo.set_ref(state.repo, f"swe-mini/{state.project.name}-{short_id}", bug)
+    gold = gitrepo.diff(state.repo, bug, state.clean)
+    run = _runner(state.tree, state.python, m.path, content)
+    task = make_task(state.manifest, state.project, m, attempt, bug, gold, short_id,
+                     state.seed, state.repo, run)  # fmt: skip
+    if isinstance(task, str):
+        state.result.reasons["accepted"] -= 1
+        state.result.reasons["no_statement"] += 1
+        state.result.dropped[f"{state.project.name}__{state.project.name}-{short_id}"] = task
+        return
+    state.result.tasks.append(task)
+
+
+def _runner(tree: ProjectTree, python: Path, path: str, bug: bytes) -> Runner:
+    """Runs a reproduction against the project with the bug (at_base) or without it."""
+
+    def run(code: str, at_base: bool, hash_seed: str) -> SnippetRun:
+        if not at_base:
+            return run_snippet(python, tree.import_root, code, hash_seed)
+        with tree.buggy(path, bug):
+            return run_snippet(python, tree.import_root, code, hash_seed)
+
+    return run
 
 
 def _baseline(python: Path, repo: Path, project: Project) -> dict:
