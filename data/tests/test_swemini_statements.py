@@ -1,15 +1,23 @@
-"""The statement checks (issue #14): on made-up statements that fail them, and on every phrasing
-the writer uses."""
+"""The statement checks (issue #14): on made-up statements that fail them, on every phrasing the
+writer uses, and over every row of the release, data/swe-mini/tasks.jsonl.
+
+The text checks run on every row offline; the run checks execute every row's reproduction with
+the task's bug and with its gold patch, against the pinned sources (fetched as `make data` does),
+so they are `slow` (CI runs them)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from deepswe.data.loaders import load_jsonl
+from deepswe.data.swemini.manifest import TASKS, load_manifest
 from deepswe.data.swemini.snippet import SnippetRun, run_snippet
 from deepswe.data.swemini.statement import TITLES, Issue, write_statement
+from deepswe.data.swemini.statement_audit import check_rows, check_static_rows, report
 from deepswe.data.swemini.statement_check import Check, check_runs, check_static, parse_statement
 
 API = {"mylib"}
@@ -159,3 +167,43 @@ def test_every_phrasing_the_writer_uses_is_read_back_as_its_claim(issue):
     if kind == "raises":
         assert claim.expected == issue.expected
     assert len(TITLES[kind]) > 1
+
+
+# ---- the release ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def release():
+    return load_jsonl(TASKS), load_manifest()
+
+
+def test_every_released_statement_passes_the_text_checks(release):
+    tasks, manifest = release
+    rows = check_static_rows(tasks, manifest)
+    failing = {r.instance_id: r.failures() for r in rows if not r.ok}
+    assert not failing, failing
+
+
+def _python() -> Path:
+    override = os.environ.get("DEEPSWE_SWE_MINI_PYTHON")
+    if override:
+        return Path(override)
+    if sys.version_info[:2] != (3, 11):
+        if os.environ.get("CI") == "true":
+            pytest.fail("the run checks need Python 3.11 (or DEEPSWE_SWE_MINI_PYTHON)")
+        pytest.skip("the run checks need Python 3.11: set DEEPSWE_SWE_MINI_PYTHON")
+    return Path(sys.executable)
+
+
+@pytest.mark.slow
+def test_every_released_reproduction_shows_its_bug_and_not_with_the_fix(release):
+    """~1 min on 2 cores after the sources are fetched (13 sdists, a few MB)."""
+    from deepswe.data.swemini.sources import fetch
+
+    tasks, manifest = release
+    python = _python()
+    fetch(manifest, tasks, log=lambda _: None, rebuild=False)
+    rows = check_rows(tasks, manifest, python, workers=2)
+    failing = {r.instance_id: r.failures() for r in rows if not r.ok}
+    assert not failing, failing
+    assert report(rows)["overall"]["all"]["share"] == 1.0
