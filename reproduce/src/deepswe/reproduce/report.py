@@ -2,7 +2,7 @@
 
 Everything is read back from the run folder (stages.json, the evaluation and training folders,
 the test-time-scaling report), so `deepswe-reproduce report` rewrites it at any time, after a
-failed stage too. The document is built once as blocks (headings, paragraphs, tables, images)
+failed stage too. The document is built once as blocks (document.py; the plots: plots.py)
 and rendered twice: Markdown, and one self-contained HTML page (plots inlined as data URIs,
 every text escaped). Links point into the evaluation folders' trajectory viewers
 (`view.html#<instance_id>:<run>`), relative to the run folder.
@@ -10,23 +10,18 @@ every text escaped). Links point into the evaluation folders' trajectory viewers
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deepswe.reproduce.config import ReproduceConfig
+from deepswe.reproduce.document import Block, Heading, Image, Para, Table, to_html, to_markdown
+from deepswe.reproduce.plots import OUTCOMES, plot_curves, plot_outcomes, plot_reward
 
 # DeepSWE-Preview's published numbers (Agentica / Together AI blog, 2025-07): SWE-Bench-Verified,
 # Pass@1 averaged over 16 runs at 64k context and 100 steps; hybrid TTS Best@16.
 DEEPSWE = {"pass@1": 42.2, "hybrid best@16": 59.0}
-OUTCOMES = ["resolved", "unresolved", "patch_apply_failed", "test_timeout", "infra_error",
-            "unsupported"]  # fmt: skip
-COLORS = {"resolved": "#2e7d32", "unresolved": "#9e9e9e", "patch_apply_failed": "#ef6c00",
-          "test_timeout": "#8e24aa", "infra_error": "#c62828", "unsupported": "#1565c0"}  # fmt: skip
 # The evaluation folders of the tiny pipeline (under eval/), as the report names them.
 EVALS = {
     "learning-sft": "SFT start on held-out swe-toy",
@@ -35,96 +30,6 @@ EVALS = {
     "swe-mini-baselines/gold": "gold patch (harness check)",
     "swe-mini-baselines/empty": "empty patch (harness check)",
 }
-
-
-# --- blocks ------------------------------------------------------------------------------------
-@dataclass
-class Heading:
-    text: str
-    level: int = 2
-
-
-@dataclass
-class Para:
-    text: str  # may hold [label](href) links; nothing else is markup
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-
-
-@dataclass
-class Image:
-    path: str  # relative to the run folder
-    alt: str
-
-
-Block = Heading | Para | Table | Image
-
-
-def _md(blocks: list[Block]) -> str:
-    out = []
-    for b in blocks:
-        if isinstance(b, Heading):
-            out.append(f"{'#' * b.level} {b.text}\n")
-        elif isinstance(b, Para):
-            out.append(b.text + "\n")
-        elif isinstance(b, Table):
-            cells = [[c.replace("|", "\\|").replace("\n", " ") for c in r] for r in b.rows]
-            out.append("| " + " | ".join(b.header) + " |\n|" + "---|" * len(b.header))
-            out.extend("| " + " | ".join(r) + " |" for r in cells)
-            out.append("")
-        elif isinstance(b, Image):
-            out.append(f"![{b.alt}]({b.path})\n")
-    return "\n".join(out) + "\n"
-
-
-def _inline_html(text: str) -> str:
-    """Escaped text; `[label](href)` becomes a link (hrefs are ours: relative paths)."""
-    import re
-
-    parts, last = [], 0
-    for m in re.finditer(r"\[([^\]]+)\]\(([^)\s]+)\)", text):
-        parts.append(html.escape(text[last : m.start()]))
-        parts.append(f'<a href="{html.escape(m.group(2))}">{html.escape(m.group(1))}</a>')
-        last = m.end()
-    parts.append(html.escape(text[last:]))
-    out = "".join(parts)
-    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-
-
-def _html(blocks: list[Block], root: Path, title: str) -> str:
-    body = []
-    for b in blocks:
-        if isinstance(b, Heading):
-            body.append(f"<h{b.level}>{html.escape(b.text)}</h{b.level}>")
-        elif isinstance(b, Para):
-            body.append(f"<p>{_inline_html(b.text)}</p>")
-        elif isinstance(b, Table):
-            head = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
-            rows = "".join(
-                "<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in r) + "</tr>" for r in b.rows
-            )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-        elif isinstance(b, Image):
-            data = base64.b64encode((root / b.path).read_bytes()).decode()
-            body.append(f'<img alt="{html.escape(b.alt)}" src="data:image/png;base64,{data}">')
-    style = (
-        "body{font:15px/1.45 system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;"
-        "padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}"
-        "img{max-width:100%;border:1px solid #eee}code{background:#f5f5f5;padding:0 3px}"
-    )
-    return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}'
-        f'</title><meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        f"img-src data:; style-src 'unsafe-inline'\"><style>{style}</style></head><body>"
-        + "\n".join(body)
-        + "</body></html>\n"
-    )
 
 
 # --- reading the run folder --------------------------------------------------------------------
@@ -184,81 +89,6 @@ def first_episode(run_dir: Path, resolved: bool) -> str | None:
         if r.resolved == resolved:
             return f"view.html#{r.instance_id}:{r.run}"
     return None
-
-
-# --- plots -------------------------------------------------------------------------------------
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_reward(metrics: list[dict], path: Path) -> bool:
-    if not metrics:
-        return False
-    plt = _plt()
-    steps = [m.get("step", i + 1) for i, m in enumerate(metrics)]
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(steps, [m.get("reward/mean", 0.0) for m in metrics], marker="o", label="reward (mean)")
-    if any("filter/masked" in m for m in metrics):
-        n = [max(m.get("filter/trained", 0) + m.get("filter/masked", 0), 1) for m in metrics]
-        ax.plot(steps, [m.get("filter/masked", 0) / k for m, k in zip(metrics, n, strict=True)], ls="--",
-                label="share masked (max_steps, timeout)")  # fmt: skip
-    ax.set_xlabel("GRPO++ step")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("training reward (one point = the step's episodes)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
-def plot_curves(series: dict[str, list[tuple[int, float]]], path: Path, title: str) -> bool:
-    series = {k: v for k, v in series.items() if v}
-    if not series:
-        return False
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    for name, pts in series.items():
-        ax.plot([k for k, _ in pts], [100 * y for _, y in pts], marker="o", label=name)
-    ax.set_xlabel("k")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylabel("% resolved")
-    ax.set_ylim(-2, 102)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
-def plot_outcomes(rows: list[tuple[str, Counter]], path: Path) -> bool:
-    """One stacked horizontal bar per (run, project): every outcome, so a broken environment
-    (infra_error, unsupported) shows as such and is never read as a hard task."""
-    if not rows:
-        return False
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 1.2))
-    labels = [r[0] for r in rows]
-    left = [0.0] * len(rows)
-    for outcome in OUTCOMES:
-        vals = [c.get(outcome, 0) for _, c in rows]
-        if any(vals):
-            ax.barh(labels, vals, left=left, color=COLORS[outcome], label=outcome)
-            left = [a + b for a, b in zip(left, vals, strict=True)]
-    ax.invert_yaxis()
-    ax.set_xlabel("episodes")
-    ax.set_title("outcomes per evaluation and project")
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
 
 
 # --- the document ------------------------------------------------------------------------------
@@ -468,6 +298,6 @@ def write_report(out: Path, cfg: ReproduceConfig) -> list[Path]:
     out = Path(out)
     blocks, _ = build(out, cfg)
     md, page = out / "REPORT.md", out / "report.html"
-    md.write_text(_md(blocks))
-    page.write_text(_html(blocks, out, f"make reproduce: {cfg.profile}"))
+    md.write_text(to_markdown(blocks))
+    page.write_text(to_html(blocks, out, f"make reproduce: {cfg.profile}"))
     return [md, page, *sorted((out / "plots").glob("*.png"))]
