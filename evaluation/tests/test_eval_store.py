@@ -98,6 +98,9 @@ def test_resume_refuses_a_changed_protocol_naming_each_field(tmp_path):
     assert "eval.sandbox: on disk" in msg and '"memory": "1g"' in msg
     with pytest.raises(ProtocolMismatch, match="dataset_sha256"):
         check_resume(make_card(base, tasks), make_card(base, tasks[:1] + tasks[:1]))
+    seeded = base.model_copy(update={"policy": PolicySpec(name="gold", seed=1)})
+    with pytest.raises(ProtocolMismatch, match="eval.policy.seed: on disk null, asked 1"):
+        check_resume(make_card(base, tasks), make_card(seeded, tasks))
 
 
 def test_cli_refuses_to_resume_with_a_different_protocol(tmp_path):

@@ -67,6 +67,7 @@ PROTOCOL: tuple[str, ...] = (
     "policy.model",
     "policy.temperature",
     "policy.max_tokens",
+    "policy.seed",  # the draws: a resume with another seed would mix two samplings
     "runs",
     "infra_retries",
     "episode",
