@@ -40,11 +40,11 @@ base-images: $(INSTALLED) engine  ## build the registry-free base images (no-op 
 setup: $(INSTALLED) engine base-images  ## venv + editable installs + Docker engine + base images
 
 # --- checks ----------------------------------------------------------------------------------
-test: setup browser  ## run every test but the gpu ones (docker and browser tests included)
-	$(BIN)/pytest -m 'not gpu' $(PYTEST_ARGS)
+test: setup browser  ## every test but the gpu and live-cluster ones (docker and browser tests included)
+	$(BIN)/pytest -m 'not gpu and not k8s_live' $(PYTEST_ARGS)
 
 test-fast: $(INSTALLED)  ## unit tests only: no Docker, no slow ones
-	$(BIN)/pytest -m 'not gpu and not docker and not slow' $(PYTEST_ARGS)
+	$(BIN)/pytest -m 'not gpu and not k8s_live and not docker and not slow' $(PYTEST_ARGS)
 
 lint: $(INSTALLED)  ## ruff check + ruff format --check
 	$(BIN)/ruff check .
