@@ -102,6 +102,16 @@ def _watch_pids(proc, limit, tripped):
         time.sleep(0.05)
 
 
+def _capped(pipe, limit, pgid):
+    """A drained pipe. When not even its thread can start, the command has taken every pid the
+    sandbox has (a fork bomb, faster than the helper): its group is killed, which frees them."""
+    try:
+        return _Capped(pipe, limit)
+    except RuntimeError:
+        _kill_group(pgid)
+        return _Capped(pipe, limit)
+
+
 def run(req):
     timeout = float(req.get("timeout") or 90.0)
     limit = int(req.get("max_output") or 1 << 20)
@@ -132,11 +142,15 @@ def run(req):
             "seconds": round(time.monotonic() - start, 4),
         }
     CURRENT["pgid"] = proc.pid
-    out, err = _Capped(proc.stdout, limit), _Capped(proc.stderr, limit)
+    out, err = _capped(proc.stdout, limit, proc.pid), _capped(proc.stderr, limit, proc.pid)
     tripped = []
     if SETTINGS["pids"]:
         args = (proc, SETTINGS["pids"], tripped)
-        threading.Thread(target=_watch_pids, args=args, daemon=True).start()
+        try:
+            threading.Thread(target=_watch_pids, args=args, daemon=True).start()
+        except RuntimeError:  # no thread left: the limit is already reached
+            tripped.append(True)
+            _kill_group(proc.pid)
     timed_out = False
     try:
         proc.wait(timeout=timeout)
