@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -385,10 +386,26 @@ def test_ranked_backend_on_two_data_parallel_ranks_matches_hf_and_reloads(
         loaded = fresh.state_dict()  # queued behind that call on every rank
         assert all(torch.equal(loaded[k], got["w"][k]) for k in got["w"])
         ray.kill(fresh.actors[1])
+        _wait_until_dead(fresh.actors[1])
         with pytest.raises(RuntimeError, match="state_dict failed on rank 1"):
             fresh.state_dict()
     finally:
         fresh.close()
+
+
+def _wait_until_dead(actor, within_s: float = 60.0) -> None:
+    """ray.kill only asks the GCS to kill the actor: a call submitted right after it can still
+    reach the live worker and succeed (seen once in CI), so wait for the death to be visible."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.address.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"the killed actor still answers after {within_s:g} s")
 
 
 @needs_ray
