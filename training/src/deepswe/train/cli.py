@@ -58,10 +58,16 @@ def _machine_problems(cfg) -> list[str]:  # cfg: TrainConfig
     if cfg.cluster.gpus > have:
         problems.append(f"cluster.gpus: this profile needs {cfg.cluster.gpus} GPUs; found {have}")
     if not _model_found(cfg.model.path):
+        path = cfg.model.path
+        hub_id = path.count("/") == 1 and not path.startswith((".", "/", "~", "runs/"))
+        fix = (
+            f"download it beforehand: huggingface-cli download {path}"
+            if hub_id
+            else f"build a tiny one: deepswe-train init-model --out {path}"
+        )
         problems.append(
-            f"model.path {cfg.model.path!r}: not a local folder, nor a model in the local Hugging "
-            f"Face cache (build a tiny one: deepswe-train init-model --out {cfg.model.path}; or "
-            "download the hub model beforehand)"
+            f"model.path {path!r}: not a local folder, nor a model in the local Hugging "
+            f"Face cache ({fix})"
         )
     try:
         check_runnable(cfg)
@@ -114,6 +120,65 @@ def validate_config(
     typer.echo(f"{config}: valid, and runnable on this machine", err=True)
 
 
+def _plan_lines(
+    cfg, config: Path, overrides: list[str], assumptions=None
+) -> tuple[list[str], str | None]:
+    """The placement, the memory and time budget and the per-node launch commands of a GPU
+    profile (lines to print, and the budget's problem or None); a CPU profile's placement only."""
+    from deepswe.train.cluster import placement_plan
+    from deepswe.train.cluster.budget import estimate, launch_commands
+
+    placement = placement_plan(cfg)
+    if placement.gpus == 0:
+        return [*placement.describe().splitlines(), "CPU run: no GPU memory or time to plan"], None
+    budget = estimate(cfg, assumptions=assumptions)
+    launch = launch_commands(str(config), placement, overrides)
+    return [*budget.lines(), "", "launch:", *(f"  {c}" for c in launch)], budget.problem()
+
+
+@app.command("plan")
+def plan(
+    config: Path = typer.Option(..., "--config", help="Training profile (YAML), e.g. "
+                                "configs/deepswe-32b.yaml."),
+    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU name for the printout "
+                                   "(default H100 SXM 80GB)."),
+    gpu_memory_gb: float | None = typer.Option(None, "--gpu-memory-gb", help="Memory of one "
+                                               "GPU, GB (default 80)."),
+    bf16_tflops: float | None = typer.Option(None, "--bf16-tflops", help="Dense BF16 TFLOPS of "
+                                             "one GPU (default 989)."),
+    hbm_tb_s: float | None = typer.Option(None, "--hbm-tb-s", help="HBM bandwidth, TB/s "
+                                          "(default 3.35)."),
+    train_mfu: float | None = typer.Option(None, "--train-mfu", help="MFU of the update "
+                                           "(default 0.35)."),
+    mean_fill: float | None = typer.Option(None, "--mean-fill", help="Share of the token "
+                                           "budget a mean trajectory fills (default 0.5)."),
+    tool_seconds: float | None = typer.Option(None, "--tool-seconds", help="Seconds of one "
+                                              "tool call (default 5)."),
+) -> None:  # fmt: skip
+    """Print, without GPUs, where a profile's parts go, the memory each GPU needs in each phase
+    of a step (rollout, weight sync, update), the time a step takes and the launch command per
+    node. Exits 3 when the plan does not fit the GPU, naming the phase and what to change."""
+    from deepswe.train.cluster.budget import Assumptions, with_overrides
+    from deepswe.train.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as e:
+        raise _fail(str(e), EXIT_INVALID) from None
+    a = with_overrides(
+        Assumptions(), gpu=gpu, gpu_memory_gb=gpu_memory_gb, bf16_tflops=bf16_tflops,
+        hbm_tb_s=hbm_tb_s, train_mfu=train_mfu, mean_fill=mean_fill, tool_seconds=tool_seconds,
+    )  # fmt: skip
+    try:
+        lines, problem = _plan_lines(cfg, config, overrides or [], a)
+    except ValueError as e:  # a field that cannot be placed, an unknown model shape
+        raise _fail(str(e), EXIT_INVALID) from None
+    typer.echo("\n".join(lines))
+    if problem:
+        raise _fail(f"{config}: the plan does not fit: {problem}", EXIT_CANNOT_RUN)
+
+
 @app.command("train")
 def train(
     config: Path = typer.Option(..., "--config", help="Training profile (YAML), e.g. "
@@ -132,6 +197,14 @@ def train(
     except ConfigError as e:
         raise _fail(str(e), EXIT_INVALID) from None
     problems = _machine_problems(cfg)
+    if cfg.cluster.gpus:  # a GPU profile shows its plan first, whether it can start here or not
+        try:
+            lines, problem = _plan_lines(cfg, config, overrides or [])
+        except ValueError as e:
+            lines, problem = [], str(e)
+        typer.echo("\n".join(lines), err=True)
+        if problem:
+            problems.insert(0, f"the plan does not fit: {problem}")
     if problems:
         raise _fail(f"{config}: cannot run here:\n  " + "\n  ".join(problems), EXIT_CANNOT_RUN)
     try:
