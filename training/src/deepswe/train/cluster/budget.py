@@ -364,6 +364,11 @@ def estimate(
         "memory is planned for the longest trajectory; time for the mean one (update) and the "
         "slowest episode (rollout)",
     ]
+    if pp > 1 or cp > 1:
+        notes.append(
+            "backend.parallel: the megatron backend does not build pipeline or context "
+            "parallelism yet; this plan shows what they would need"
+        )
     notes.append(_serving_note(cfg, shape, a, engine_w, pl.engine_tp))
     return Budget(pl, shape, a, phases, times, (est, bound), cfg.run.steps, notes)
 
