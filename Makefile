@@ -5,6 +5,8 @@ SHELL := /bin/bash
 
 PROFILE ?= tiny
 PYTHON ?= python3
+# Debian suites `make setup` debootstraps (deepswe-env images base --suite): all, bookworm, bullseye.
+BASE_SUITE ?= all
 VENV := .venv
 BIN := $(VENV)/bin
 SUBPROJECTS := data environments evaluation verifiers training reproduce
@@ -34,8 +36,8 @@ engine:  ## make sure a Docker engine answers (installs docker.io as root on Deb
 browser:  ## make sure a Chromium answers for the viewer's browser test (Debian's chromium as root)
 	@bash infra/browser/ensure-chromium.sh
 
-base-images: $(INSTALLED) engine  ## build the registry-free base images (no-op when present)
-	@$(BIN)/deepswe-env images base
+base-images: $(INSTALLED) engine  ## build the registry-free base images (no-op when present; BASE_SUITE=bookworm for one)
+	@$(BIN)/deepswe-env images base --suite $(BASE_SUITE)
 
 setup: $(INSTALLED) engine base-images  ## venv + editable installs + Docker engine + base images
 
@@ -157,7 +159,7 @@ vllm:  ## vLLM's CPU build in .venv-vllm (make reproduce serves the tiny checkpo
 # starts over. REPRODUCE_OVERRIDES='reproduce.a.b=v ...' edits the profile's reproduce: section.
 reproduce:  ## the main job: every stage for PROFILE, resumable (FRESH=1 starts over); report in runs/reproduce-PROFILE/
 	@mkdir -p runs && date +%s > runs/.reproduce-$(PROFILE)-setup-start
-	@$(MAKE) --no-print-directory setup $(if $(filter tiny,$(PROFILE)),vllm)
+	@$(MAKE) --no-print-directory setup $(if $(filter tiny,$(PROFILE)),vllm BASE_SUITE=bookworm)
 	$(BIN)/deepswe-reproduce run --config configs/$(PROFILE).yaml $(if $(FRESH),--fresh) \
 	  --setup-seconds $$(( $$(date +%s) - $$(cat runs/.reproduce-$(PROFILE)-setup-start) )) $(REPRODUCE_OVERRIDES)
 

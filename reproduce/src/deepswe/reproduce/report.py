@@ -142,7 +142,9 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
     )  # fmt: skip
     blocks.append(Para(
         f"{status}. Wall time {total / 60:.1f} min (stage seconds below, setup included when "
-        f"`make reproduce` ran it) on {machine or 'this machine'}. This is the DeepSWE recipe in "
+        f"`make reproduce` ran it) on {machine or 'this machine'}, against the about "
+        f"{cfg.budget_minutes:g} min its sizes were chosen for on 2 quiet cores "
+        "(reproduce.budget_minutes; a busy machine takes longer). This is the DeepSWE recipe in "
         "miniature: the same agent loop, Docker sandboxes, grader, GRPO++ trainer, evaluation "
         "harness and verifiers as the deepswe-32b profile, with a 10M-parameter model, made-up "
         "tasks it can learn from, and sizes that fit in minutes on 2 cores. Its numbers show "
