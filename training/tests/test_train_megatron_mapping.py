@@ -68,6 +68,23 @@ def test_fc1_is_gate_then_up():
     assert torch.equal(fc1[128:], hf["model.layers.1.mlp.up_proj.weight"])
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_one_tensor_at_a_time_gives_the_whole_dict_mapping(tied):
+    """megatron_tensor_to_hf (the hybrid workers' streamed sync) yields, over all megatron
+    tensors, exactly megatron_to_hf's dict: every HF name once, the tied head included."""
+    torch.manual_seed(1)
+    d = mapping.Dims.from_hf_config(tiny_config(tied))
+    mg = mapping.hf_to_megatron(Qwen3ForCausalLM(tiny_config(tied)).state_dict(), d)
+    streamed = [
+        pair for name, t in mg.items() for pair in mapping.megatron_tensor_to_hf(name, t, d)
+    ]
+    whole = mapping.megatron_to_hf(mg, d)
+    assert sorted(n for n, _ in streamed) == sorted(whole)
+    assert all(torch.equal(t, whole[n]) for n, t in streamed)
+    with pytest.raises(KeyError, match="not a Qwen3 GPTModel parameter"):
+        mapping.megatron_tensor_to_hf("decoder.layers.0.mystery.weight", torch.zeros(1), d)
+
+
 def test_tp_shards_merge_back_and_keep_gate_up_pairs():
     torch.manual_seed(2)
     d = mapping.Dims.from_hf_config(tiny_config())

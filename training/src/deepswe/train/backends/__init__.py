@@ -6,6 +6,7 @@ built), `megatron` (megatron-core; CPU over gloo or GPUs). Every backend passes 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -106,3 +107,14 @@ BACKENDS: dict[str, str] = {
 
 def backend_class(name: str) -> type:
     return resolve(BACKENDS, name, "training backend")
+
+
+def hf_weights(backend: TrainingBackend) -> Iterator[tuple[str, torch.Tensor]]:
+    """The backend's weights as (HF name, full tensor), one at a time when it can stream them
+    (`iter_hf_weights`: the megatron backend gathers one TP-sharded tensor at a time), else from
+    its whole state_dict. Collective when the backend's is: every TP rank iterates to the end."""
+    stream = getattr(backend, "iter_hf_weights", None)
+    if stream is not None:
+        yield from stream()
+    else:
+        yield from backend.state_dict().items()

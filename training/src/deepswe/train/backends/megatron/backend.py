@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -148,6 +149,19 @@ class MegatronBackend:
                     s[name] = p
             local = mapping.tp_merge(shards)
         return mapping.megatron_to_hf(local, self.dims)
+
+    def iter_hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """(HF name, full tensor) one parameter at a time, for an engine's load-weights path:
+        each TP-sharded parameter is all-gathered in its TP group as it comes, so at most one
+        full tensor (and its HF split) is alive beside the model. Collective under TP: every
+        rank of the group must iterate it to the end, in step."""
+        rank, size, group = tp_info()
+        for name, t in model.megatron_params(self.gpt).items():
+            if size > 1 and mapping.is_tp_sharded(name):
+                parts = [torch.empty_like(t) for _ in range(size)]
+                dist.all_gather(parts, t.contiguous(), group=group)
+                t = mapping.tp_merge_one(name, parts)
+            yield from mapping.megatron_tensor_to_hf(name, t, self.dims)
 
     # -- forward / step --------------------------------------------------------------------------
     def _micro(self, share: slice) -> list[slice]:

@@ -116,6 +116,34 @@ def megatron_to_hf(sd: dict[str, torch.Tensor], d: Dims) -> dict[str, torch.Tens
     return out
 
 
+def megatron_tensor_to_hf(name: str, t: torch.Tensor, d: Dims) -> list[tuple[str, torch.Tensor]]:
+    """One full (TP-merged) megatron tensor -> its HF tensor(s), for streaming the weights one
+    at a time (the fused qkv and fc1 become three and two). The same names and values as
+    megatron_to_hf, which builds the whole dict; the tied lm_head is the embedding's name only."""
+    if name == "embedding.word_embeddings.weight":
+        out = [("model.embed_tokens.weight", t)]
+        return [*out, ("lm_head.weight", t)] if d.tied else out
+    if name == "output_layer.weight":
+        return [("lm_head.weight", t)]
+    if name == "decoder.final_layernorm.weight":
+        return [("model.norm.weight", t)]
+    m = _LAYER_RE.match(name)
+    if m is None:
+        raise KeyError(f"{name}: not a Qwen3 GPTModel parameter")
+    hf, rest = HF_LAYER.format(m.group(1)), name[m.end() :]
+    if rest == "self_attention.linear_qkv.weight":
+        q, k, v = split_qkv(t, d)
+        return [(hf + "self_attn.q_proj.weight", q), (hf + "self_attn.k_proj.weight", k),
+                (hf + "self_attn.v_proj.weight", v)]  # fmt: skip
+    if rest == "mlp.linear_fc1.weight":
+        gate, up = t.chunk(2, dim=0)
+        return [(hf + "mlp.gate_proj.weight", gate), (hf + "mlp.up_proj.weight", up)]
+    for a, b in _SAME:
+        if rest == b:
+            return [(hf + a, t)]
+    raise KeyError(f"{name}: not a Qwen3 GPTModel parameter")
+
+
 # -- tensor / pipeline parallel sharding of megatron state dicts --------------------------------
 _COLUMN = ("linear_qkv.weight", "embedding.word_embeddings.weight", "output_layer.weight")
 _ROW = ("linear_proj.weight", "linear_fc2.weight")
@@ -151,17 +179,18 @@ def tp_shard(sd: dict[str, torch.Tensor], rank: int, size: int) -> dict[str, tor
 
 def tp_merge(shards: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Inverse of tp_shard: the full state dict from every rank's slice, in rank order."""
-    out = {}
-    for name, t in shards[0].items():
-        dim = _split_dim(name)
-        if dim is None:
-            out[name] = t
-        elif name.endswith("linear_fc1.weight"):
-            halves = [s[name].chunk(2, dim=0) for s in shards]
-            out[name] = torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)
-        else:
-            out[name] = torch.cat([s[name] for s in shards], dim=dim)
-    return out
+    return {name: tp_merge_one(name, [s[name] for s in shards]) for name in shards[0]}
+
+
+def tp_merge_one(name: str, parts: list[torch.Tensor]) -> torch.Tensor:
+    """The full tensor `name` from every TP rank's slice of it, in rank order."""
+    dim = _split_dim(name)
+    if dim is None:
+        return parts[0]
+    if name.endswith("linear_fc1.weight"):
+        halves = [p.chunk(2, dim=0) for p in parts]
+        return torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)
+    return torch.cat(parts, dim=dim)
 
 
 _LAYER_RE = re.compile(r"^decoder\.layers\.(\d+)\.")

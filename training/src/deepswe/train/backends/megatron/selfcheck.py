@@ -70,6 +70,12 @@ def _step(build, vocab: int, rows: int, tmp: str) -> dict:
     res["qkv_rows"] = mg.gpt.decoder.layers[0].self_attention.linear_qkv.weight.shape[0]
     share = dp_share(rows, ps.get_data_parallel_rank(), ps.get_data_parallel_world_size())
     res["dp_rows"] = share.stop - share.start
+    # The streamed export (hybrid workers' weight sync): the state dict, one tensor at a time.
+    streamed = list(mg.iter_hf_weights())
+    names = [n for n, _ in streamed]
+    res["stream_equal"] = len(names) == len(set(names)) == len(res["w"]) and all(
+        torch.equal(t, res["w"][n]) for n, t in streamed
+    )
     return res
 
 
@@ -154,6 +160,7 @@ def check(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
             lambda r: max((r["w"][k] - ref["w"][k]).abs().max().item() for k in ref["w"])
         ),
         "ranks_identical": all(_same(r, ranks[0]) for r in ranks),
+        "stream_equal": all(r["stream_equal"] for r in ranks),
     }
 
 
