@@ -4,10 +4,16 @@ One engine per sibling file, looked up lazily by name or `module:Class` path (EN
 `hf` (in-process transformers), `vllm` (a vLLM server in its own virtualenv, sampled over
 HTTP: engines/vllm.py). Every engine passes the shared conformance tests in
 training/tests/test_train_conformance.py.
+
+`ColocatedEngine` is what an engine living in a trainer rank's process (a hybrid worker,
+deepswe.train.cluster.hybrid) adds: sleep while the trainer steps, wake, and take the new
+weights one tensor at a time from the backend, in place. The hf engine implements it (the CPU
+stand-in); engines/vllm_colocated.py is vLLM's offline engine doing the same on GPUs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -45,6 +51,29 @@ class InferenceEngine(Protocol):
 
     def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Replace the policy's weights (names as the training backend's state_dict)."""
+        ...
+
+
+@runtime_checkable
+class ColocatedEngine(InferenceEngine, Protocol):
+    """An engine sharing its devices with the trainer (verl's hybrid engine): asleep during the
+    update, awake for rollouts, weights loaded in place from the backend's stream."""
+
+    asleep: bool  # between sleep() and the wake_up that takes the KV cache back
+
+    def sleep(self, level: int = 1) -> None:
+        """Give the device memory back: level 1 keeps the weights in host memory, level 2
+        discards them (wake_up, then load_weights, before sampling again); the KV cache is
+        freed either way. Sleeping twice is a no-op."""
+        ...
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Take the memory back: tags "weights" and/or "kv_cache", None both (vLLM's names)."""
+        ...
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """Copy (HF name, full tensor) pairs into the live weights, one at a time; every weight
+        must come exactly once (strict). Returns how many tensors were loaded."""
         ...
 
 

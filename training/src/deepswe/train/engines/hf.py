@@ -10,6 +10,7 @@ Calls are serialised by a lock: one model, many episode threads.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ class HFEngine:
         self.renderer = ChatRenderer(self.tokenizer)
         self.device = torch.device(device)
         self._lock = threading.Lock()
+        self.asleep, self._level, self._stale = False, 1, False
+        self._shapes: dict[Any, tuple[torch.Size, torch.dtype]] = {}
 
     @classmethod
     def from_config(cls, cfg: Any) -> HFEngine:
@@ -71,6 +74,9 @@ class HFEngine:
         if not prompt or n < 1 or max_tokens < 1 or temperature < 0:
             raise ValueError(f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; got "
                              f"{len(prompt)} ids, {n}, {max_tokens}, {temperature}")  # fmt: skip
+        if self.asleep or self._stale:
+            raise RuntimeError("the engine is asleep or its weights were discarded: wake_up "
+                               "(and load_weights after a level-2 sleep) before sampling")  # fmt: skip
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed if seed is not None else int(torch.seed() % (2**63)))
         with self._lock, torch.no_grad():
@@ -116,3 +122,62 @@ class HFEngine:
         """Copy new weights in (strict: every parameter must be given)."""
         with self._lock:
             self.model.load_state_dict(state_dict, strict=True)
+
+    # -- ColocatedEngine: the CPU stand-in of a vLLM engine inside a trainer rank --------------
+    def sleep(self, level: int = 1) -> None:
+        """Level 1 moves the weights to host memory (a no-op on CPU, where they already are);
+        level 2 frees their storage (every parameter becomes an empty tensor: nothing stays)."""
+        if level not in (1, 2):
+            raise ValueError(f"sleep level {level}: 1 (offload weights) or 2 (discard them)")
+        with self._lock:
+            if self.asleep:
+                return
+            for p in self.model.parameters():
+                self._shapes[p] = (p.shape, p.dtype)
+                p.data = p.data.to("cpu") if level == 1 else torch.empty(0, dtype=p.dtype)
+            self.asleep, self._level = True, level
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """ "weights": back on the device (level 1: as they were; level 2: allocated, values
+        undefined until load_weights). "kv_cache": nothing to do (no cache between calls)."""
+        if tags is not None and not set(tags) <= {"weights", "kv_cache"}:
+            raise ValueError(f"wake_up tags {tags}: 'weights' and/or 'kv_cache'")
+        if tags is not None and "weights" not in tags:
+            return
+        with self._lock:
+            if not self.asleep:
+                return
+            for p in self.model.parameters():
+                shape, dtype = self._shapes[p]
+                p.data = (
+                    p.data.to(self.device)
+                    if self._level == 1
+                    else torch.empty(shape, dtype=dtype, device=self.device)
+                )
+            self.asleep, self._stale = False, self._level == 2
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """In place, by HF name (a tied head may come under either name, or both)."""
+        named = dict(self.model.named_parameters(remove_duplicate=False))
+        want = {id(p): n for n, p in self.model.named_parameters()}  # each storage once
+        loaded: set[int] = set()
+        count = 0
+        with self._lock, torch.no_grad():
+            if self.asleep:
+                raise RuntimeError("load_weights on a sleeping engine: wake_up(['weights']) first")
+            for name, t in weights:
+                p = named.get(name)
+                if p is None:
+                    raise KeyError(f"load_weights: {name!r} is not a weight of this model")
+                if p.shape != t.shape:
+                    raise ValueError(f"load_weights: {name} is {tuple(t.shape)}, the model's "
+                                     f"{tuple(p.shape)}")  # fmt: skip
+                p.copy_(t)
+                loaded.add(id(p))
+                count += 1
+            missing = [n for i, n in want.items() if i not in loaded]
+            if missing:
+                raise ValueError(f"load_weights: {len(missing)} weight(s) not given, e.g. "
+                                 f"{missing[:3]}")  # fmt: skip
+            self._stale = False
+        return count
