@@ -1,0 +1,170 @@
+"""vLLM's offline engine inside the calling process: the engine a hybrid trainer rank holds on GPUs
+(deepswe.train.cluster.hybrid), and a `ColocatedEngine`.
+
+Unlike engines/vllm.py (a server in its own virtualenv, new weights through a safetensors folder),
+this engine lives in the trainer rank's own process and interpreter, so the rank needs vLLM
+installed beside the trainer (one GPU virtualenv). Its engine core runs in this process
+(VLLM_ENABLE_V1_MULTIPROCESSING=0) and its executor is the in-process one, so `load_weights`
+hands the backend's stream of (HF name, tensor) to vLLM's in-place reload
+(`Worker.reload_weights(weights_iterator=...)`, which reruns each layer's post-load processing)
+by reference: one tensor at a time, nothing written to disk, nothing through Ray.
+
+`sleep`/`wake_up` are vLLM's own (level 1: weights to host memory, KV cache freed), available on
+CUDA only; elsewhere (vLLM's CPU build) sleeping is refused by vLLM at construction, so the
+engine is built without sleep mode and `sleep` is a no-op there, said by `can_sleep`.
+
+Tested on CPU in vLLM's virtualenv (training/tests/test_train_vllm_colocated.py): build, sample
+with seeds, the streamed in-place load against a fresh engine of the same weights. Not run on a
+GPU. Tensor parallelism above 1 inside a rank (vLLM's external_launcher: every rank of the TP
+group holds a shard and must call generate in step) is not built.
+
+Imports only torch, vLLM and deepswe.train.engines (vLLM's virtualenv has no deepswe.env).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from deepswe.train.engines import Sample
+
+
+class ColocatedVLLMEngine:
+    """`vllm.LLM` in this process; implements `InferenceEngine` and `ColocatedEngine`."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        dtype: str = "auto",
+        gpu_memory_utilization: float = 0.6,
+        max_model_len: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the stream by reference
+        from vllm import LLM
+
+        self.can_sleep = cuda = torch.cuda.is_available()
+        self.llm = LLM(
+            model=str(model_path), dtype=dtype, seed=seed, tensor_parallel_size=1,
+            distributed_executor_backend="uni", enable_sleep_mode=cuda,
+            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+            enable_prefix_caching=True,
+            # As the vllm engine's server: the plain distribution asked for (not the model
+            # folder's sampling defaults), log-probs of logits / temperature.
+            generation_config="vllm", logprobs_mode="processed_logprobs",
+            # CPU: eager, as the server engine (torch.compile on 2 shared cores costs minutes at
+            # start for no gain on tiny models). CUDA: vLLM's CUDA graphs (not run here).
+            enforce_eager=not cuda,
+        )  # fmt: skip
+        self.tokenizer = self.llm.get_tokenizer()
+        self.asleep = False
+        self._renderer: Any = None
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ColocatedVLLMEngine:
+        """From a TrainConfig: model.path and dtype; the context is the rollout's budget; 0.6 of
+        the GPU as the DeepSWE recipe gives vLLM (rLLM gpu_memory_utilization=0.6)."""
+        ro = cfg.rollout
+        return cls(
+            cfg.model.path, dtype=cfg.model.dtype, seed=cfg.run.seed,
+            max_model_len=ro.max_prompt_tokens + ro.max_response_tokens,
+        )  # fmt: skip
+
+    def _ids(self, prompt: list[int] | list[dict[str, str]]) -> list[int]:
+        if prompt and isinstance(prompt[0], dict):
+            if self._renderer is None:  # the trainer's own rendering (deepswe.env is there)
+                from deepswe.train.rollout import ChatRenderer
+
+                self._renderer = ChatRenderer(self.tokenizer)
+            return self._renderer.encode(self._renderer.text(prompt, True))
+        return list(prompt)  # type: ignore[arg-type]
+
+    def sample(
+        self,
+        prompt: list[int] | list[dict[str, str]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None = None,
+    ) -> list[Sample]:
+        """n replies with the log-prob of each sampled token (vLLM's logprobs=0: the sampled
+        token's, under the tempered distribution)."""
+        from vllm import SamplingParams
+
+        if self.asleep:
+            raise RuntimeError("the engine is asleep: wake_up before sampling")
+        ids = self._ids(prompt)
+        if not ids or n < 1 or max_tokens < 1 or temperature < 0:
+            raise ValueError(f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; got "
+                             f"{len(ids)} ids, {n}, {max_tokens}, {temperature}")  # fmt: skip
+        params = SamplingParams(
+            n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, logprobs=0,
+            skip_special_tokens=False,
+        )  # fmt: skip
+        out = self.llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)[0]
+        samples = []
+        for c in out.outputs:
+            toks = list(c.token_ids)
+            lps = [float(step[t].logprob) for t, step in zip(toks, c.logprobs or [], strict=True)]
+            text = self.tokenizer.decode(toks, skip_special_tokens=True)
+            samples.append(Sample(toks, lps, text, "length" if c.finish_reason == "length"
+                                  else "stop"))  # fmt: skip
+        return samples
+
+    def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
+        self.load_weights(state_dict.items())
+
+    # -- ColocatedEngine ---------------------------------------------------------------------
+    def sleep(self, level: int = 1) -> None:
+        if level not in (1, 2):
+            raise ValueError(f"sleep level {level}: 1 (offload weights) or 2 (discard them)")
+        if self.asleep or not self.can_sleep:
+            return
+        self.llm.sleep(level=level)
+        self.asleep = True
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        if not self.asleep:
+            return
+        self.llm.wake_up(tags)
+        if tags is None or "kv_cache" in tags:
+            self.asleep = False
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """vLLM's in-place reload over the stream (HF checkpoint names); the prefix cache is
+        reset after it (cached KV of the old weights would be reused otherwise).
+
+        A tied model's head is given again as lm_head.weight when the stream lacks it (a tied
+        HF checkpoint has only the embedding): vLLM's CPU build multiplies by its own copy of the
+        head, refreshed only when a weight of that name arrives; without it the reloaded engine
+        embedded with the new weights and scored with the old ones (found by the CPU test)."""
+        count = [0]
+        config = self.llm.llm_engine.model_config.hf_config
+        tied = bool(getattr(config, "tie_word_embeddings", False))
+
+        def counted() -> Iterator[tuple[str, torch.Tensor]]:
+            embed, head = None, False
+            for name, t in weights:
+                count[0] += 1
+                if name == "model.embed_tokens.weight":
+                    embed = t
+                head = head or name == "lm_head.weight"
+                yield name, t
+            if tied and embed is not None and not head:
+                yield "lm_head.weight", embed
+
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": counted(), "is_checkpoint_format": True}
+        )
+        self.llm.reset_prefix_cache()
+        return count[0]
+
+    def close(self) -> None:
+        del self.llm

@@ -1,0 +1,52 @@
+"""Run by vLLM's interpreter for test_train_vllm_colocated.py (vLLM lives in its own virtualenv
+on CPU machines): ColocatedVLLMEngine in this process on a model folder; writes a JSON report.
+
+    python vllm_colocated_check.py MODEL OUT.json [--stream OTHER]
+
+Samples twice with one seed, then (with --stream) loads OTHER's weights in place through
+load_weights, read from its safetensors one tensor at a time, and samples again. Imports only
+what vLLM's virtualenv has (torch, safetensors, vLLM) and deepswe.train.engines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("model")
+    p.add_argument("out", type=Path)
+    p.add_argument("--stream", default=None)
+    a = p.parse_args()
+    from safetensors import safe_open
+
+    from deepswe.train.engines.vllm_colocated import ColocatedVLLMEngine
+
+    engine = ColocatedVLLMEngine(a.model, dtype="float32", max_model_len=512)
+    prompt = list(range(5, 25))
+
+    def draw() -> list[dict]:
+        return [{"ids": s.token_ids, "lps": s.logprobs, "finish": s.finish_reason}
+                for s in engine.sample(prompt, 2, 1.0, 8, seed=3)]  # fmt: skip
+
+    report = {"can_sleep": engine.can_sleep, "first": draw(), "again": draw()}
+    engine.sleep(2)  # CPU: vLLM has no sleep mode here, a no-op said by can_sleep
+    engine.wake_up()
+    if a.stream:
+
+        def stream():
+            for f in sorted(Path(a.stream).glob("*.safetensors")):
+                with safe_open(str(f), framework="pt") as st:
+                    for name in st.keys():  # noqa: SIM118 (safe_open has no __iter__)
+                        yield name, st.get_tensor(name)
+
+        report["loaded"] = engine.load_weights(stream())
+        report["after"] = draw()
+    a.out.write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
