@@ -174,6 +174,25 @@ def assert_engine_follows_backend(trainer: Trainer, model_dir: Path) -> None:
     assert remote.logprobs != before.logprobs
 
 
+def assert_engine_near_backend(trainer: Trainer, model_dir: Path) -> None:
+    """assert_engine_follows_backend for engines reloaded after a level-2 sleep: the same tokens,
+    log-probs equal to float rounding. Their weights are fresh 64-byte-aligned allocations, a
+    model loaded from safetensors keeps them at the file's offsets (40 mod 64 here), and the
+    matmul kernels sum in another order for each: equal values, last bits apart (5e-7 seen)."""
+    local, start = HFEngine(model_dir), HFEngine(model_dir)
+    local.update_weights(trainer.backend.state_dict())
+    prompt = [{"role": "user", "content": "Write a word with the letter s."}]
+    for _ in range(2):  # both engine-holding ranks (the proxy takes them in turn)
+        (remote,) = trainer.engine.sample(prompt, 1, 1.0, 8, seed=11)
+        (want,) = local.sample(prompt, 1, 1.0, 8, seed=11)
+        (before,) = start.sample(prompt, 1, 1.0, 8, seed=11)
+        assert remote.token_ids == want.token_ids
+        assert max(abs(a - b) for a, b in zip(remote.logprobs, want.logprobs, strict=True)) < 1e-5
+        assert (
+            max(abs(a - b) for a, b in zip(remote.logprobs, before.logprobs, strict=False)) > 1e-3
+        )
+
+
 def test_both_schedulers_build_the_same_policy_for_a_rollout(model_dir, tmp_path):
     """Regression (issue 15): the thread pool and the Ray workers (and sft.policy_reward) each
     built their own EnginePolicy, with two seed formulas. Now both play sampling.run_rollout:
@@ -444,3 +463,60 @@ def test_a_step_on_two_rank_actors_equals_the_in_process_step_and_resumes(
         assert got["actor/loss"] == pytest.approx(want["actor/loss"], rel=1e-5, abs=1e-6)
         assert got["actor/grad_norm"] == pytest.approx(want["actor/grad_norm"], rel=1e-4)
         assert got["tokens/trained"] == want["tokens/trained"]
+
+
+def test_cpu_colocate_places_the_engines_inside_the_trainer_ranks(model_dir):
+    cfg = megatron_cfg(model_dir, scheduler="ray", cpu_data_parallel=2, cpu_colocate=True)
+    plan = placement_plan(cfg)
+    assert plan.colocated and plan.engine_replicas == 2
+    assert plan.replica_bundles() == [] and len(plan.trainer_bundles()) == 2
+    assert "inside the trainer ranks" in plan.describe()
+    with pytest.raises(ValueError, match="cluster.cpu_colocate: the engines live in trainer-rank"):
+        placement_plan(megatron_cfg(model_dir, cpu_colocate=True).model_copy(
+            update={"backend": cfg.backend.model_copy(update={"name": "hf"})}))  # fmt: skip
+    with pytest.raises(ValueError, match="cluster.cpu_colocate is for CPU runs"):
+        placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.cpu_colocate=true"]))
+    with pytest.raises(ValueError, match="cpu_colocate: the engines live in trainer-rank actors; "
+                       "set cluster.scheduler ray"):  # fmt: skip
+        check_runnable(megatron_cfg(model_dir, cpu_colocate=True))
+
+
+@needs_ray
+def test_hybrid_ranks_sleep_for_the_update_take_weights_in_place_and_step_as_before(
+    model_dir, ray_with_gpus, tmp_path
+):
+    """~60 s: cluster.cpu_colocate: the engines live in the two megatron rank actors (one per
+    DP group, hf engine; no engine actor), sleep (level 2: weights discarded) before the old
+    log-probs, and take the backend's weights in place, streamed, after the update. Steps 1 and
+    2 (resumed on fresh ranks) equal the run with a separate engine actor."""
+    separate = megatron_cfg(model_dir, scheduler="ray", cpu_data_parallel=2)
+    want = Trainer.setup(separate, tmp_path / "separate").train()
+    hybrid = megatron_cfg(model_dir, scheduler="ray", cpu_data_parallel=2, cpu_colocate=True)
+    one = hybrid.model_copy(update={"run": hybrid.run.model_copy(update={"steps": 1})})
+    trainer = Trainer.setup(one, tmp_path / "hybrid")
+    try:
+        s = trainer.scheduler
+        assert s.engine_actors == [] and s.push_weights is not None
+        ranks = s.backend.actors
+        assert ray.get([r.engine_name.remote() for r in ranks]) == ["hf", "hf"]
+        got = [trainer.run_step()]
+        states = ray.get([r.engine_state.remote() for r in ranks])
+        n_weights = len(trainer.backend.state_dict())
+        assert states == [{"asleep": False, "naps": 1, "synced": n_weights}] * 2
+        assert_engine_near_backend(trainer, model_dir)
+    finally:
+        trainer.close()
+    trainer = Trainer.setup(hybrid, tmp_path / "hybrid", resume=True)
+    try:
+        assert trainer.step == 1
+        got.append(trainer.run_step())
+        assert_engine_near_backend(trainer, model_dir)
+    finally:
+        trainer.close()
+    for w, g in zip(want, got, strict=True):
+        print(f"step {g['step']}: separate engine vs hybrid: grad norm {w['actor/grad_norm']!r} "
+              f"/ {g['actor/grad_norm']!r}")  # fmt: skip
+        assert g["reward/mean"] == w["reward/mean"]
+        assert g["tokens/trained"] == w["tokens/trained"]
+        assert g["actor/loss"] == pytest.approx(w["actor/loss"], rel=1e-5, abs=1e-6)
+        assert g["actor/grad_norm"] == pytest.approx(w["actor/grad_norm"], rel=1e-4)

@@ -126,6 +126,11 @@ class ClusterConfig(_Section):
         "for the DP a GPU plan derives from cluster.gpus; trainer world = TP x PP x CP x this. "
         "Above 1 needs scheduler ray and backend megatron",
     )  # fmt: skip
+    cpu_colocate: bool = Field(
+        False, description="CPU runs: put the engine inside the trainer-rank actors (one per "
+        "model-parallel group, hf engine) as a GPU plan always does: the hybrid-worker seam on "
+        "CPU. Needs scheduler ray and backend megatron",
+    )  # fmt: skip
     cpus_per_trainer_rank: float = Field(
         1.0, gt=0, description="CPUs Ray reserves for each trainer-rank actor (CPU runs of a "
         "trainer world above 1); its torch threads are this, rounded down, at least 1",

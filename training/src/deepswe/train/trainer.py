@@ -54,6 +54,10 @@ def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
             f"cluster.cpu_data_parallel {cfg.cluster.cpu_data_parallel}: data-parallel trainer "
             "ranks are Ray actors; set cluster.scheduler ray"
         )
+    if cfg.cluster.scheduler == "local" and cfg.cluster.cpu_colocate:
+        raise ValueError(
+            "cluster.cpu_colocate: the engines live in trainer-rank actors; set cluster.scheduler ray"
+        )
     if cfg.cluster.scheduler == "ray":
         from deepswe.train.cluster import placement_plan
 
@@ -118,13 +122,22 @@ class Trainer:
                 raise FileNotFoundError(f"--resume: {run_dir}/checkpoints has no checkpoint")
             if ckpt is not None:  # RankedBackend: every rank loads its part
                 trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
-                engine.update_weights(backend.state_dict())  # RemoteEngine: to every replica
+                trainer.push_weights()
             trainer.log = MetricsLog(run_dir, trainer.step if resume else None,
                                      cfg.run.tensorboard, cfg.run.steps)  # fmt: skip
         except BaseException:
             trainer.close()  # the Ray actors, when there are any
             raise
         return trainer
+
+    def push_weights(self) -> None:
+        """The backend's new weights into the engine(s): the scheduler's own way when it has one
+        (hybrid ranks load them in place, never through the driver), else the state dict."""
+        push = getattr(self.scheduler, "push_weights", None)
+        if push is not None:
+            push()
+        else:
+            self.engine.update_weights(self.backend.state_dict())
 
     # -- stages ------------------------------------------------------------------------------
     def collect(self, task_ids: list[int]) -> tuple[list[Trajectory], list[int]]:
@@ -214,7 +227,7 @@ class Trainer:
         # No trained token (all rows dropped or compact-filtered): no optimizer step at all.
         stats = self.backend.train_step(update) if update is not None else None
         tick("update")
-        self.engine.update_weights(self.backend.state_dict())
+        self.push_weights()
         tick("push_weights")
         self.step += 1
         times["step"] = time.monotonic() - t0

@@ -8,7 +8,7 @@ A step on colocated GPUs has three phases, and each GPU must hold the largest of
              trainer's state stays resident (no offload): params, fp32 grads, optimizer shard
     sync     the engine wakes with weights only and takes the trainer's new weights in place
              (one full tensor of the largest kind gathered at a time)
-    update   the engine sleeps (vLLM sleep level 1: weights to host memory, KV cache freed);
+    update   the engine sleeps (vLLM sleep level 2: weights and KV cache discarded);
              the trainer runs forward + backward on one micro-batch of the longest trajectory
 
 Sources of the fixed numbers are named where they are defined; everything else is labelled

@@ -41,9 +41,9 @@ class Placement:
 
     def bundles(self) -> list[dict[str, float]]:
         """One Ray bundle per GPU, node by node (GPU g on node g // gpus_per_node); a CPU run
-        has one bundle, for the engine."""
+        has one bundle, for the engine, or none when the engines live in the trainer ranks."""
         if self.gpus == 0:
-            return [{"CPU": 1.0}]
+            return [] if self.colocated else [{"CPU": 1.0}]
         return [{"GPU": 1.0, "CPU": CPUS_PER_GPU} for _ in range(self.gpus)]
 
     def engine_bundles(self, i: int) -> list[int]:
@@ -63,6 +63,8 @@ class Placement:
         """What Ray reserves: bundles() merged per engine replica. Ray places an actor inside one
         bundle and never splits a bundle across nodes, so a merged bundle is both what lets one
         engine actor hold TP GPUs and what keeps them on one node."""
+        if self.gpus == 0 and self.colocated:
+            return []  # inside the trainer ranks' bundles
         out = []
         for i in range(self.engine_replicas):
             merged: dict[str, float] = {}
@@ -76,7 +78,7 @@ class Placement:
         """One bundle per trainer-rank actor, reserved after replica_bundles(): CPU runs of a
         trainer world above 1 only. A world of 1 trains in the driver; on GPUs the ranks would
         share the engines' GPU bundles (colocated), which is not built."""
-        if self.gpus or self.trainer_world == 1:
+        if self.gpus or (self.trainer_world == 1 and not self.colocated):
             return []
         return [{"CPU": self.cpus_per_trainer_rank} for _ in range(self.trainer_world)]
 
@@ -97,7 +99,8 @@ class Placement:
         )
         return "\n".join([
             where,
-            f"engine: {self.engine_replicas} replica(s) x TP {self.engine_tp}",
+            f"engine: {self.engine_replicas} replica(s) x TP {self.engine_tp}"
+            + (", inside the trainer ranks" if self.colocated and not self.gpus else ""),
             f"trainer: world {self.trainer_world} = TP {self.trainer_tp} x PP {self.trainer_pp}"
             f" x CP {self.trainer_cp} x DP {self.trainer_dp}"
             + (f", {self.cpus_per_trainer_rank:g} CPU a rank" if self.trainer_bundles() else ""),
@@ -114,13 +117,21 @@ def placement_plan(cfg: Any) -> Placement:
         if etp != 1:
             raise ValueError(f"engine.tensor_parallel {etp} needs GPUs; cluster.gpus is 0")
         dp = cl.cpu_data_parallel
+        if cl.cpu_colocate and cfg.backend.name != "megatron":
+            raise ValueError(
+                f"cluster.cpu_colocate: the engines live in trainer-rank actors, which run the "
+                f"megatron backend; backend.name is {cfg.backend.name!r}"
+            )
         return Placement(
-            gpus=0, nodes=1, gpus_per_node=0, engine_replicas=1, engine_tp=1,
+            gpus=0, nodes=1, gpus_per_node=0,
+            engine_replicas=dp if cl.cpu_colocate else 1, engine_tp=1,
             trainer_world=tp * pp * cp * dp, trainer_tp=tp, trainer_pp=pp, trainer_cp=cp,
-            trainer_dp=dp, colocated=False, rollout_workers=workers,
+            trainer_dp=dp, colocated=cl.cpu_colocate, rollout_workers=workers,
             cpus_per_rollout_worker=cl.cpus_per_rollout_worker,
             cpus_per_trainer_rank=cl.cpus_per_trainer_rank,
         )  # fmt: skip
+    if cl.cpu_colocate:
+        raise ValueError("cluster.cpu_colocate is for CPU runs; a GPU plan always colocates")
     if cl.cpu_data_parallel != 1:
         raise ValueError(
             f"cluster.cpu_data_parallel {cl.cpu_data_parallel} is for CPU runs; with cluster.gpus "

@@ -98,15 +98,16 @@ class TrainerRank:
 
 def launch(
     cfg: Any, options: list[dict[str, Any]], rendezvous: str, threads: int = 1,
-    timeout_s: float = 600.0,
+    timeout_s: float = 600.0, actor_class: type | None = None,
 ) -> tuple[list[Any], Path | None]:  # fmt: skip
-    """Start one TrainerRank actor per entry of `options` (Ray actor options: CPUs, placement);
-    returns the actors (they join the group and build the backend in the background) and the
-    temp dir a file rendezvous made (None for tcp). Wait on their `ready()`."""
+    """Start one TrainerRank actor (or `actor_class`, a subclass: hybrid.HybridRank) per entry
+    of `options` (Ray actor options: CPUs, placement); returns the actors (they join the group
+    and build the backend in the background) and the temp dir a file rendezvous made (None for
+    tcp). Wait on their `ready()`."""
     ray = require_ray()
     if rendezvous not in RENDEZVOUS:
         raise ValueError(f"rendezvous {rendezvous!r}: want one of {RENDEZVOUS}")
-    world, actor = len(options), ray.remote(TrainerRank)
+    world, actor = len(options), ray.remote(actor_class or TrainerRank)
 
     def rank(r: int, init: str | None) -> Any:
         return actor.options(**options[r]).remote(cfg, r, world, init, threads)

@@ -12,11 +12,13 @@ keeps its backend in the driver process. Only a `RolloutJob` (task index, step, 
 to a worker: each worker loads the same tasks itself and plays the job with
 `sampling.run_rollout`, as the local thread pool does, so a Ray run samples exactly what it does.
 
-Trainer ranks run on CPU only: the megatron backend trains over gloo on CPU, and colocating ranks
-with the engines on the same GPUs needs the engine inside the rank processes (verl's hybrid
-workers), which is not built, so a GPU plan whose trainer world is above 1 (deepswe-32b's 64 ranks
-included) stops in `RayScheduler.start` with NotImplementedError. GPU placement (an engine actor
-holding `engine.tensor_parallel` GPUs of one node) is tested on declared GPUs only.
+With `cluster.cpu_colocate` the engines live inside the trainer ranks instead (hybrid.py:
+HybridRank, one engine per model-parallel group, weights synced in place): no EngineActor, the
+workers sample from the engine-holding ranks, and the trainer pushes weights through
+`push_weights`. Trainer ranks run on CPU only: the megatron backend trains over gloo on CPU, so
+a GPU plan whose trainer world is above 1 (deepswe-32b's 64 ranks included) stops in
+`RayScheduler.start` with NotImplementedError. GPU placement (an engine actor holding
+`engine.tensor_parallel` GPUs of one node) is tested on declared GPUs only.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import itertools
 import math
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from deepswe.env.trajectory import Trajectory
 from deepswe.train.cluster import require_ray
+from deepswe.train.cluster.hybrid import HybridRank, hosts_engine
 from deepswe.train.cluster.plan import Placement, placement_plan
 from deepswe.train.cluster.ranks import RankedBackend, launch
 from deepswe.train.engines import Sample
@@ -44,6 +48,9 @@ class EngineActor:
         self.engine = build_engine(cfg)  # as Trainer.setup builds it
 
     def ready(self) -> str:
+        return self.engine.name
+
+    def engine_name(self) -> str:
         return self.engine.name
 
     def sample(
@@ -77,7 +84,8 @@ class RemoteEngine:
         """The tokenizer is loaded here from model.path, as the engines load theirs."""
         from deepswe.train.engines.hf import load_tokenizer
 
-        name = require_ray().get(actors[0].ready.remote())
+        # engine_name: an EngineActor's engine, or the engine inside a hybrid trainer rank
+        name = require_ray().get(actors[0].engine_name.remote())
         return cls(actors, name, load_tokenizer(cfg.model.path))
 
     def sample(
@@ -168,7 +176,7 @@ def rank_options(plan: Placement, pg: Any) -> list[dict[str, Any]]:
     """Ray actor options placing trainer rank r in its bundle of `pg` (after the engines')."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    first = plan.engine_replicas
+    first = len(plan.replica_bundles())  # 0 when the engines live in the ranks (colocated)
     return [
         {
             "num_cpus": b["CPU"],
@@ -193,6 +201,9 @@ class RayScheduler:
     owns_ray: bool
     backend: RankedBackend | None = None
     closed: bool = field(default=False)
+    # Hybrid ranks (engines inside the trainer ranks): the trainer's way to push new weights,
+    # each engine loading its group's stream in place. None: the engines' update_weights.
+    push_weights: Callable[[], None] | None = None
 
     @classmethod
     def start(cls, cfg: Any, timeout_s: float = 300.0) -> RayScheduler:
@@ -203,9 +214,9 @@ class RayScheduler:
         if plan.gpus and plan.trainer_world > 1:
             raise NotImplementedError(
                 f"trainer world {plan.trainer_world} on GPUs: trainer-rank actors run on CPU only "
-                "(the megatron backend trains over gloo on CPU, and colocating the ranks with the "
-                f"TP-{plan.engine_tp} engines on the same GPUs needs the engine inside the rank "
-                "processes, as verl's hybrid workers: not built)"
+                "(the megatron backend trains over gloo on CPU; the hybrid ranks that hold the "
+                f"TP-{plan.engine_tp} engines are built and run on CPU with cluster.cpu_colocate, "
+                "their GPU engine and megatron on CUDA are not)"
             )
         ray = require_ray()
         owns = not ray.is_initialized()
@@ -240,12 +251,17 @@ class RayScheduler:
                 nodes = sum(1 for n in ray.nodes() if n["Alive"])
                 how = "tcp" if cfg.cluster.address is not None or nodes > 1 else "file"
                 threads = max(int(plan.cpus_per_trainer_rank), 1)
-                ranks, tmp = launch(cfg, rank_options(plan, pg), how, threads, timeout_s)
-            host = ray.remote(EngineActor)
-            actors += [
-                host.options(**engine_options(plan, pg, i)).remote(cfg)
-                for i in range(plan.engine_replicas)
-            ]
+                kind = HybridRank if plan.colocated else None
+                ranks, tmp = launch(cfg, rank_options(plan, pg), how, threads, timeout_s, kind)
+            if plan.colocated:  # the engine-holding ranks serve the samples
+                engines = [r for i, r in enumerate(ranks) if hosts_engine(i, cfg)]
+            else:
+                host = ray.remote(EngineActor)
+                actors += [
+                    host.options(**engine_options(plan, pg, i)).remote(cfg)
+                    for i in range(plan.engine_replicas)
+                ]
+                engines = actors
             # Against the cluster's total, not what is free now: actors killed a moment ago (a
             # run resumed right after another closed) give their CPUs back only after a while.
             total = ray.cluster_resources().get("CPU", 0.0)
@@ -260,7 +276,7 @@ class RayScheduler:
             worker = ray.remote(RolloutWorker).options(num_cpus=plan.cpus_per_rollout_worker)
             # Worker w samples from replica w mod replicas: the load spreads over the replicas.
             workers += [
-                worker.remote(cfg, [actors[w % len(actors)]]) for w in range(plan.rollout_workers)
+                worker.remote(cfg, [engines[w % len(engines)]]) for w in range(plan.rollout_workers)
             ]
             pending = [a.ready.remote() for a in actors + workers + ranks]
             try:
@@ -271,7 +287,9 @@ class RayScheduler:
                     f"did not start within {timeout_s:g} s"
                 ) from None
             backend = RankedBackend(ranks, names[-1], timeout_s, tmp) if ranks else None
-            return cls(plan, RemoteEngine.over(actors, cfg), workers, pg, actors, owns, backend)
+            engine = RemoteEngine.over(engines, cfg)
+            push = (lambda: backend.call("sync_weights")) if plan.colocated else None
+            return cls(plan, engine, workers, pg, actors, owns, backend, push_weights=push)
         except BaseException:
             for a in workers + actors + ranks:
                 ray.kill(a)

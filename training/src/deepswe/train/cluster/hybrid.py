@@ -1,0 +1,127 @@
+"""Hybrid workers: the inference engine inside the trainer ranks' processes (verl's hybrid engine),
+so the engine and the trainer take turns on the same devices and new weights never leave them.
+
+    step:  rollout (engines awake, sampled by the rollout workers)
+           -> old log-probs, update (every rank puts its engine to sleep first)
+           -> sync_weights (engines wake with weights only, load the backend's stream in place,
+              then take their KV cache back)
+
+`HybridRank` is a TrainerRank (ranks.py) that also holds an engine: one per model-parallel group
+(the rank whose TP x CP index is 0 holds it; the group's other ranks stream their shards to it).
+Weights move from the backend to the engine one tensor at a time (`backends.hf_weights`: the
+megatron backend all-gathers each TP-sharded tensor in its group as it comes): never a whole
+state dict, never through Ray's object store.
+
+On CPU (`cluster.cpu_colocate: true`) the engine is the hf engine, a full replica in the rank's
+process: it exercises every seam a GPU run crosses (sleep, wake, the streamed in-place load, the
+trainer seeing only an InferenceEngine and a TrainingBackend). On GPUs the engine would be
+vLLM's offline engine sharing the rank's GPU (engines/vllm_colocated.py): written, not run here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepswe.train.backends import hf_weights
+from deepswe.train.cluster.ranks import TrainerRank
+from deepswe.train.engines import Sample
+
+
+def hosts_engine(rank: int, cfg: Any) -> bool:
+    """Whether trainer rank `rank` holds its model-parallel group's engine: megatron orders
+    ranks TP fastest, then CP, so each group of TP x CP consecutive ranks is one replica."""
+    par = cfg.backend.parallel
+    return rank % (par.tensor_parallel * par.context_parallel) == 0
+
+
+class HybridRank(TrainerRank):
+    """A trainer rank with an engine beside its backend; run as a Ray actor."""
+
+    # Level 2: weights and KV cache discarded, as vLLM advises when the weights are replaced
+    # anyway (no host copy of them); the sync wakes the weights and loads every one. On CPU this
+    # is what makes the stand-in honest: a weight the stream missed would be garbage.
+    sleep_level = 2
+
+    def __init__(
+        self, cfg: Any, rank: int, world: int, init_method: str | None, threads: int = 1
+    ) -> None:
+        self.engine: Any = None
+        self.synced = 0  # tensors loaded by the last sync
+        self.naps = 0  # times the engine was put to sleep (once a step: before old log-probs)
+        super().__init__(cfg, rank, world, init_method, threads)
+
+    def join(self, init_method: str) -> None:
+        super().join(init_method)
+        if hosts_engine(self.rank, self.cfg):
+            try:
+                self.engine = build_colocated_engine(self.cfg)
+            except BaseException as e:
+                self.failed = e
+                raise
+
+    # -- the engine's side ---------------------------------------------------------------------
+    def engine_name(self) -> str | None:
+        return None if self.engine is None else self.engine.name
+
+    def sample(
+        self,
+        prompt: list[int] | list[dict[str, str]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None = None,
+    ) -> list[Sample]:
+        if self.engine is None:
+            raise RuntimeError(f"trainer rank {self.rank} holds no engine (its group's first does)")
+        return self.engine.sample(prompt, n, temperature, max_tokens, seed=seed)
+
+    def sync_weights(self) -> int:
+        """Collective over the model-parallel group: every rank streams its backend's weights;
+        the engine's rank loads them in place (after waking its weights) and wakes its KV cache.
+        Returns the tensors loaded (0 on ranks without an engine)."""
+        stream = hf_weights(self.backend)
+        if self.engine is None:
+            for _ in stream:  # the gathers are collective: take part, keep nothing
+                pass
+            return 0
+        self.engine.wake_up(["weights"])
+        self.synced = self.engine.load_weights(stream)
+        self.engine.wake_up(["kv_cache"])
+        return self.synced
+
+    def engine_state(self) -> dict[str, Any] | None:
+        """None without an engine; else whether it sleeps, its naps and the last sync's count."""
+        if self.engine is None:
+            return None
+        return {"asleep": bool(self.engine.asleep), "naps": self.naps, "synced": self.synced}
+
+    def _sleep(self) -> None:
+        if self.engine is not None and not self.engine.asleep:
+            self.engine.sleep(self.sleep_level)
+            self.naps += 1
+
+    # -- the trainer's side: the engine sleeps before the backend computes -----------------------
+    def forward_logprobs(self, batch: Any, positions: Any) -> Any:
+        self._sleep()
+        return super().forward_logprobs(batch, positions)
+
+    def train_step(self, batch: Any) -> Any:
+        self._sleep()
+        return super().train_step(batch)
+
+
+def build_colocated_engine(cfg: Any) -> Any:
+    """The engine a hybrid rank holds: the hf engine on CPU (engine.name hf), vLLM's offline
+    engine on a GPU rank (engine.name vllm); a ValueError for anything else."""
+    if cfg.engine.name == "hf":
+        from deepswe.train.engines.hf import HFEngine
+
+        return HFEngine.from_config(cfg)
+    if cfg.engine.name == "vllm" and cfg.cluster.gpus:
+        from deepswe.train.engines.vllm_colocated import ColocatedVLLMEngine
+
+        return ColocatedVLLMEngine.from_config(cfg)
+    raise ValueError(
+        f"engine.name {cfg.engine.name!r}: a colocated engine is hf (CPU) or vllm (GPUs); the "
+        "vllm engine on CPU is a server in its own virtualenv and cannot live in a trainer rank"
+    )
