@@ -453,16 +453,21 @@ def test_a_step_on_two_rank_actors_equals_the_in_process_step_and_resumes(
         assert_engine_follows_backend(trainer, model_dir)
     finally:
         trainer.close()
-    for want, got in zip(local, records, strict=True):
-        print(f"step {got['step']}: in-process vs 2 ranks: loss {want['actor/loss']!r} / "
-              f"{got['actor/loss']!r}, grad norm {want['actor/grad_norm']!r} / "
-              f"{got['actor/grad_norm']!r}")  # fmt: skip
-        assert got["reward/mean"] == want["reward/mean"]
+    assert_same_steps(local, records, "in-process vs 2 ranks")
+
+
+def assert_same_steps(want: list[dict], got: list[dict], what: str) -> None:
+    """Two runs' step records agree: equal reward and trained tokens, loss and grad norm to
+    float rounding."""
+    for w, g in zip(want, got, strict=True):
+        print(f"step {g['step']}: {what}: loss {w['actor/loss']!r} / {g['actor/loss']!r}, grad "
+              f"norm {w['actor/grad_norm']!r} / {g['actor/grad_norm']!r}")  # fmt: skip
+        assert g["reward/mean"] == w["reward/mean"]
+        assert g["tokens/trained"] == w["tokens/trained"]
         # On-policy (ratio 1) the loss is the advantages' sum, 0 up to rounding (leave-one-out
         # advantages sum to 0 in a group): abs covers that rounding, the grad norm is the check.
-        assert got["actor/loss"] == pytest.approx(want["actor/loss"], rel=1e-5, abs=1e-6)
-        assert got["actor/grad_norm"] == pytest.approx(want["actor/grad_norm"], rel=1e-4)
-        assert got["tokens/trained"] == want["tokens/trained"]
+        assert g["actor/loss"] == pytest.approx(w["actor/loss"], rel=1e-5, abs=1e-6)
+        assert g["actor/grad_norm"] == pytest.approx(w["actor/grad_norm"], rel=1e-4)
 
 
 def test_cpu_colocate_places_the_engines_inside_the_trainer_ranks(model_dir):
@@ -513,10 +518,4 @@ def test_hybrid_ranks_sleep_for_the_update_take_weights_in_place_and_step_as_bef
         assert_engine_near_backend(trainer, model_dir)
     finally:
         trainer.close()
-    for w, g in zip(want, got, strict=True):
-        print(f"step {g['step']}: separate engine vs hybrid: grad norm {w['actor/grad_norm']!r} "
-              f"/ {g['actor/grad_norm']!r}")  # fmt: skip
-        assert g["reward/mean"] == w["reward/mean"]
-        assert g["tokens/trained"] == w["tokens/trained"]
-        assert g["actor/loss"] == pytest.approx(w["actor/loss"], rel=1e-5, abs=1e-6)
-        assert g["actor/grad_norm"] == pytest.approx(w["actor/grad_norm"], rel=1e-4)
+    assert_same_steps(want, got, "separate engine vs hybrid")
