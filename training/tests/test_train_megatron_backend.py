@@ -184,15 +184,38 @@ def test_data_parallel_4_with_an_empty_share_matches_the_hf_backend(model_dir):
     assert_matches_hf(r)
 
 
-def test_data_parallel_save_and_load_resume_exactly(model_dir):
-    """~15 s, DP 2 x TP 2: model/ once, one optimizer file per TP rank (the DP ranks hold the same
-    AdamW state), RNG per rank; one step, save, load into fresh backends, one step = two steps."""
-    r = selfcheck.check_resume(model_dir, tp=2, dp=2, timeout=300)
-    assert {"model/model.safetensors", "optimizer_tp0.pt", "optimizer_tp1.pt"} <= set(r["files"])
-    assert {f for f in r["files"] if f.startswith("rng_rank")} == {
-        f"rng_rank{i}.pt" for i in range(4)
-    }
+@pytest.mark.parametrize("sharded", [False, True], ids=["adamw", "distributed-optimizer"])
+def test_data_parallel_save_and_load_resume_exactly(model_dir, sharded):
+    """~15 s each, DP 2 x TP 2: a sharded checkpoint (dist/: DCP, every rank writing its own
+    shards, DP replicas once), model/ for engines, RNG per rank; one step, save, load into fresh
+    backends, one step = two steps, bit for bit, with AdamW whole on every DP rank or sharded."""
+    r = selfcheck.check_resume(model_dir, tp=2, dp=2, timeout=300, sharded=sharded)
+    files = set(r["files"])
+    assert {"model/model.safetensors", "dist/.metadata", "dist/layout.json"} <= files
+    assert {f for f in files if f.startswith("rng_rank")} == {f"rng_rank{i}.pt" for i in range(4)}
+    assert len([f for f in files if f.endswith(".distcp")]) >= 2  # one writer per TP shard at least
     assert r["resumed_equal"] and r["rng_restored"]
+
+
+def test_the_distributed_optimizer_steps_the_same_bits_with_half_the_state(model_dir):
+    """~15 s, DP 2 x TP 1: each DP rank owns half the parameters (by size) and keeps their AdamW
+    moments only; it steps them and broadcasts; two steps give the unsharded weights exactly."""
+    r = selfcheck.check_zero(model_dir, tp=1, dp=2, timeout=300)
+    print("ZeRO-1 on DP 2:", r)
+    assert r["equal"]
+    for full, shard in r["state_bytes"]:
+        assert 0.3 * full < shard < 0.7 * full
+    assert sum(owned for _, owned in r["owned_params"]) == r["owned_params"][0][0]
+
+
+def test_a_sharded_checkpoint_resumes_on_another_layout(model_dir):
+    """~25 s: saved by TP 2 x DP 1, resumed by TP 1 x DP 2 with the distributed optimizer (DCP
+    reshards weights and moments); the next step lands on the straight TP 2 run's weights within
+    TP rounding, while weights without their AdamW state land 100x further."""
+    r = selfcheck.check_reshard(model_dir, timeout=300)
+    print("reshard TP2 -> TP1 x DP2:", r)
+    assert r["weight_max_diff"] < 1e-5
+    assert r["control_max_diff"] > 100 * max(r["weight_max_diff"], 1e-7)
 
 
 def test_dp_share_trains_every_row_once_in_balanced_chunks():

@@ -23,7 +23,7 @@ from deepswe.eval.config import (
 )
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
-from deepswe.train.backends.megatron.model import ParallelConfig
+from deepswe.train.backends.megatron.model import MegatronOptions, ParallelConfig
 from deepswe.train.sft import SFTConfig
 from deepswe.verify.tts.config import TTSConfig
 
@@ -101,6 +101,10 @@ class BackendConfig(_Section):
     logprob_chunk: int = Field(1024, ge=1, description="positions per log-softmax chunk")
     parallel: ParallelConfig = Field(
         default_factory=ParallelConfig, description="megatron: tensor/pipeline/context parallel"
+    )
+    megatron: MegatronOptions = Field(
+        default_factory=MegatronOptions,
+        description="megatron: distributed optimizer, activation recomputation",
     )
 
 

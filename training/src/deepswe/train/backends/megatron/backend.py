@@ -1,8 +1,10 @@
-"""The `megatron` training backend: Qwen3 as a megatron-core GPTModel, trained with torch AdamW.
+"""The `megatron` training backend: Qwen3 as a megatron-core GPTModel, trained with AdamW.
 
 Same contract and same loss as the `hf` backend (deepswe.train.backends.TrainingBackend): weights
 come in and go out in HF names (mapping.py), so engines and checkpoints do not know which backend
-trained them. Runs on CPU over gloo (shim.py).
+trained them. Runs on CPU over gloo (shim.py) and, the same code, on CUDA over NCCL
+(model.device cuda). AdamW steps fp32 main weights, sharded over DP with the distributed
+optimizer (optimizer.py); checkpoints are sharded, one writer per rank (checkpoint.py).
 
 Every rank of a world of TP x DP processes builds the same backend and makes the same calls with
 the same batch. Tensor parallelism shards the model within a TP group (weights and gradients of
@@ -14,7 +16,6 @@ wired into this loop yet; context parallelism needs transformer-engine attention
 
 from __future__ import annotations
 
-import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,9 +27,10 @@ import torch.distributed as dist
 
 from deepswe.train.algos import GRPOConfig, ppo_clip_loss
 from deepswe.train.backends import OptimConfig, StepStats, UpdateBatch
-from deepswe.train.backends.megatron import mapping, model, shim
+from deepswe.train.backends.megatron import checkpoint, mapping, model, shim
 from deepswe.train.backends.megatron.groups import dp_info, dp_share, sum_grads_over, tp_info
 from deepswe.train.backends.megatron.logprobs import vocab_parallel_logprobs
+from deepswe.train.backends.megatron.optimizer import MainWeightsAdamW
 from deepswe.train.rollout import RolloutBatch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -81,12 +83,20 @@ class MegatronBackend:
         temperature: float = 1.0,
         dtype: str = "float32",
         parallel: model.ParallelConfig | None = None,
+        options: model.MegatronOptions | None = None,
+        device: str = "cpu",
     ) -> None:
         from transformers import AutoConfig
 
         self.optim_cfg, self.algo = optim or OptimConfig(), algo or GRPOConfig()
         self.temperature, self.model_path = temperature, Path(model_path)
         self.par = par = parallel or model.ParallelConfig()
+        self.opts = options or model.MegatronOptions()
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"model.device {device!r}: the megatron backend runs on cpu or cuda")
+        if device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("model.device cuda: torch sees no CUDA device here")
+        self.device = torch.device(device)
         if par.pipeline_parallel > 1:
             raise NotImplementedError(
                 f"backend.parallel.pipeline_parallel={par.pipeline_parallel}: this loop has no "
@@ -103,8 +113,8 @@ class MegatronBackend:
                 f"world size {world} is not a multiple of backend.parallel.tensor_parallel="
                 f"{par.tensor_parallel} x context_parallel={par.context_parallel}"
             )
-        shim.init_distributed(par.tensor_parallel, 1, par.context_parallel)
-        self.gpt = model.build_model(self.hf_config, self.par, DTYPES[dtype])
+        shim.init_distributed(par.tensor_parallel, 1, par.context_parallel, device=device)
+        self.gpt = model.build_model(self.hf_config, par, DTYPES[dtype], device, self.opts)
         self.model = CausalLMView(self.gpt)
         self._load_hf(_read_hf_weights(self.model_path))
         o = self.optim_cfg
@@ -112,21 +122,20 @@ class MegatronBackend:
             raise NotImplementedError(
                 "backend.optim.frozen: only the hf backend freezes parameters so far"
             )
-        self.optimizer = torch.optim.AdamW(
-            self.gpt.parameters(), lr=o.lr, betas=o.betas, eps=o.adam_eps,
-            weight_decay=o.weight_decay,
+        self.optimizer = MainWeightsAdamW(
+            list(self.gpt.named_parameters()), o, shard=self.opts.distributed_optimizer,
+            dp=dp_info(),
         )  # fmt: skip
 
     @classmethod
     def from_config(cls, cfg: Any) -> MegatronBackend:
         """From a TrainConfig (backend.parallel, when the config has it, else TP = PP = CP = 1;
         DP is what remains of the world: its size / (TP x CP))."""
-        if cfg.model.device != "cpu":
-            raise NotImplementedError("the megatron backend runs on CPU (gloo) only so far")
         return cls(
             cfg.model.path, optim=cfg.backend.optim, algo=cfg.algo,
             temperature=cfg.rollout.temperature, dtype=cfg.model.dtype,
             parallel=getattr(cfg.backend, "parallel", None),
+            options=getattr(cfg.backend, "megatron", None), device=cfg.model.device,
         )  # fmt: skip
 
     # -- weights ---------------------------------------------------------------------------------
@@ -134,6 +143,8 @@ class MegatronBackend:
         full = mapping.hf_to_megatron(hf_sd, self.dims)
         rank, size, _ = tp_info()
         model.load_megatron_state(self.gpt, mapping.tp_shard(full, rank, size))
+        if hasattr(self, "optimizer"):  # mixed precision: the main weights follow
+            self.optimizer.refresh_main()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """HF names (lm_head.weight included, the embedding when tied); TP shards gathered, so
@@ -171,9 +182,10 @@ class MegatronBackend:
 
     def _logprobs(self, ids: torch.Tensor, attn: torch.Tensor, entropy: bool):
         """ids, attn [b, w] -> (logprobs [b, w], entropy [b, w] or None), 0 at t = 0 and padding."""
+        ids, attn = ids.to(self.device), attn.to(self.device)
         logits = model.forward_logits(self.gpt, ids)
         lp, ent = vocab_parallel_logprobs(logits, ids, self.temperature, entropy)
-        zero = torch.zeros((ids.shape[0], 1), dtype=torch.float32)
+        zero = torch.zeros((ids.shape[0], 1), dtype=torch.float32, device=self.device)
         m = attn.to(torch.float32)
         lp = torch.cat([zero, lp], dim=1) * m
         return lp, (torch.cat([zero, ent], dim=1) * m if ent is not None else None)
@@ -187,7 +199,7 @@ class MegatronBackend:
         # tensor-parallel ranks); `positions` only zeroes the rest, as the Protocol says.
         self.gpt.eval()
         dp_rank, dp_size, dp_group = dp_info()
-        out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+        out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=self.device)
         with torch.no_grad():
             for rows in self._micro(dp_share(len(batch), dp_rank, dp_size)):
                 w = _width(batch, rows)
@@ -197,6 +209,7 @@ class MegatronBackend:
                 out[rows, :w] = lp
         if dp_size > 1:  # other ranks' rows are 0 here, so the sum is exact
             dist.all_reduce(out, group=dp_group)
+        out = out.cpu()
         return out if positions is None else torch.where(positions.bool(), out, 0.0)
 
     def train_step(self, batch: UpdateBatch) -> StepStats:
@@ -204,20 +217,21 @@ class MegatronBackend:
         whole batch's denominator, so summing gradients and metric sums over DP gives the
         full batch's. Then clip by the global norm and step, identically on every rank."""
         self.gpt.train()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         dp_rank, dp_size, dp_group = dp_info()
-        sums = torch.zeros(4, dtype=torch.float64)  # loss, clipfrac * k, approx_kl * k, entropy
+        # loss, clipfrac * k, approx_kl * k, entropy
+        sums = torch.zeros(4, dtype=torch.float64, device=self.device)
         for rows in self._micro(dp_share(len(batch.rollout), dp_rank, dp_size)):
             sums += self._micro_step(batch, rows)
+        grads = self.optimizer.grads()  # fp32
         if dp_size > 1:
-            sum_grads_over(list(self.gpt.parameters()), dp_group)
+            grads = sum_grads_over(grads, self.optimizer.params, dp_group)
             dist.all_reduce(sums, group=dp_group)
-        norm = self._finalize_and_clip()
+        norm = self._finalize_and_clip(grads)
         skipped = not _finite_below(norm, self.optim_cfg.skip_grad_norm)
-        if skipped:
-            self.optimizer.zero_grad(set_to_none=True)
-        else:
-            self.optimizer.step()
+        if not skipped:
+            self.optimizer.step(grads)
+        self.optimizer.zero_grad()
         n_tok = int(batch.loss_mask.sum().item())
         loss, clip, kl, ent = (float(x) for x in sums)
         denom = max(n_tok, 1)  # the metrics are token means over the loss mask
@@ -229,7 +243,7 @@ class MegatronBackend:
     def _micro_step(self, batch: UpdateBatch, rows: slice) -> torch.Tensor:
         """Forward + backward of `rows`; returns their metric sums [4] float64."""
         rb, a, w = batch.rollout, self.algo, _width(batch.rollout, rows)
-        cut = lambda x: x[rows, :w]  # noqa: E731
+        cut = lambda x: x[rows, :w].to(self.device)  # noqa: E731
         mask = cut(batch.loss_mask)
         lp, ent = self._logprobs(cut(rb.input_ids), cut(rb.attention_mask), True)
         loss, m = ppo_clip_loss(
@@ -241,91 +255,74 @@ class MegatronBackend:
         assert ent is not None
         return torch.tensor(
             [float(loss.detach()), float(m.clipfrac) * k, float(m.approx_kl) * k,
-             float((ent * mask).sum())], dtype=torch.float64,
+             float((ent * mask).sum())], dtype=torch.float64, device=self.device,
         )  # fmt: skip
 
-    def _finalize_and_clip(self) -> float:
-        """Sum TP-partial gradients, then clip by the global norm; returns the norm before clipping.
+    def _finalize_and_clip(self, grads: list[torch.Tensor | None]) -> float:
+        """Sum TP-partial gradients, then clip `grads` (fp32, in parameter order) in place by the
+        global norm; returns the norm before clipping.
 
         QK-layernorm weights are replicated but each TP rank only sees its own heads, so their
         gradients are partial sums (megatron's finalize_model_grads all-reduces them too). Runs
         after the DP sum: every DP rank then holds the same gradients, so the squared norm of the
         sharded ones is summed over the TP group only and the norm is the single-process one."""
-        named = [(n, p) for n, p in self.gpt.named_parameters() if p.grad is not None]
+        named = [(n, g) for n, g in zip(self.optimizer.names, grads, strict=True) if g is not None]
         if not named:
             return 0.0
         _, size, group = tp_info()
-        params = [p for _, p in named]
-        if size == 1:  # the exact computation the hf backend does
-            return float(torch.nn.utils.clip_grad_norm_(params, self.optim_cfg.grad_clip))
-        for n, p in named:
+        gs = [g for _, g in named]
+        if size == 1:  # the computation torch's clip_grad_norm_ (and so the hf backend) does
+            total = torch.nn.utils.get_total_norm(gs)
+            coef = torch.clamp(self.optim_cfg.grad_clip / (total + 1e-6), max=1.0)
+            torch._foreach_mul_(gs, coef)
+            return float(total)
+        for n, g in named:
             if "q_layernorm" in n or "k_layernorm" in n:
-                dist.all_reduce(p.grad, group=group)
+                dist.all_reduce(g, group=group)
         # Which parameters are TP-sharded, by name (mapping.py): megatron only tags them
         # (`tensor_model_parallel`) inside its weight initialisation, which we skip.
         split = [mapping.is_tp_sharded(n) for n, _ in named]
-        sharded = sum(p.grad.float().pow(2).sum() for p, s in zip(params, split, strict=True) if s)
-        replicated = sum(
-            p.grad.float().pow(2).sum() for p, s in zip(params, split, strict=True) if not s
-        )
-        sq = torch.as_tensor(sharded, dtype=torch.float32).clone()
+        zero = torch.zeros((), device=self.device)
+        sharded = sum((g.pow(2).sum() for g, s in zip(gs, split, strict=True) if s), zero)
+        replicated = sum((g.pow(2).sum() for g, s in zip(gs, split, strict=True) if not s), zero)
+        sq = sharded.clone()
         dist.all_reduce(sq, group=group)
         norm = float((sq + replicated).sqrt())
         coef = min(self.optim_cfg.grad_clip / (norm + 1e-6), 1.0)
         if coef < 1.0 and _finite_below(norm, float("inf")):
-            for p in params:
-                p.grad.mul_(coef)
+            for g in gs:
+                g.mul_(coef)
         return norm
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save(self, directory: Path) -> None:
-        """Collective. model/ (HF format: config.json + model.safetensors) written by global
-        rank 0; optimizer_tp{t}.pt by each TP rank t of DP rank 0 (the AdamW state is the same on
-        every DP rank); rng_rank{r}.pt by every rank r (torch, python and megatron's RNG streams).
-        Every rank passes the same `directory` (a filesystem they share); returns when all have
-        written."""
-        from megatron.core.tensor_parallel import random as mrandom
+        """Collective. dist/ + rng_rank{r}.pt: the sharded training state, each rank writing its
+        own shards (checkpoint.py); model/: the HF export (config.json + model.safetensors,
+        gathered over TP, written by global rank 0) that engines and publishing read. Every rank
+        passes the same `directory` (a filesystem they share); returns when all have written."""
         from safetensors.torch import save_file
 
         directory = Path(directory)
         hf_sd = self.state_dict()  # collective under TP: every rank calls it
-        rank, (tp_rank, _, _), (dp_rank, _, _) = dist.get_rank(), tp_info(), dp_info()
-        if rank == 0:
+        if dist.get_rank() == 0:
             out = directory / "model"
             out.mkdir(parents=True, exist_ok=True)
             self.hf_config.save_pretrained(out)
             if self.dims.tied:  # shared tensor: HF writes it once, under the embedding's name
                 hf_sd = {k: v for k, v in hf_sd.items() if k != "lm_head.weight"}
-            save_file({k: v.contiguous() for k, v in hf_sd.items()}, out / "model.safetensors",
-                      metadata={"format": "pt"})  # fmt: skip
+            save_file({k: v.contiguous().cpu() for k, v in hf_sd.items()},
+                      out / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
             for name in _COPIED:
                 if (self.model_path / name).exists():
                     shutil.copy(self.model_path / name, out / name)
+        del hf_sd
         directory.mkdir(parents=True, exist_ok=True)
-        if dp_rank == 0:
-            torch.save(self.optimizer.state_dict(), directory / f"optimizer_tp{tp_rank}.pt")
-        rng = {
-            "torch": torch.get_rng_state(),
-            "python": random.getstate(),
-            "megatron": mrandom.get_cuda_rng_tracker().get_states(),
-        }
-        torch.save(rng, directory / f"rng_rank{rank}.pt")
-        if dist.get_world_size() > 1:
-            dist.barrier()
+        checkpoint.save(self, directory)
 
     def load(self, directory: Path) -> None:
-        """What `save` wrote, on a world of the same TP x DP layout (no collective)."""
-        from megatron.core.tensor_parallel import random as mrandom
-
-        directory, rank, (tp_rank, _, _) = Path(directory), dist.get_rank(), tp_info()
-        self._load_hf(_read_hf_weights(directory / "model"))
-        self.optimizer.load_state_dict(
-            torch.load(directory / f"optimizer_tp{tp_rank}.pt", weights_only=True)
-        )
-        rng = torch.load(directory / f"rng_rank{rank}.pt", weights_only=False)
-        torch.set_rng_state(rng["torch"])
-        random.setstate(rng["python"])
-        mrandom.get_cuda_rng_tracker().set_states(rng["megatron"])
+        """Collective: what `save` wrote (dist/, the sharded state), on a world of any TP x DP
+        layout; exact (RNG streams included) on the layout that saved it."""
+        checkpoint.load(self, Path(directory))
 
 
 def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:

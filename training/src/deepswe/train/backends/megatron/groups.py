@@ -44,28 +44,33 @@ def dp_share(n: int, rank: int, size: int) -> slice:
 _BUCKET_NUMEL = 1 << 26
 
 
-def sum_grads_over(params: list[torch.nn.Parameter], group: Any) -> None:
-    """All-reduce (SUM) every gradient over `group`, in place.
+def sum_grads_over(
+    grads: list[torch.Tensor | None], params: list[torch.nn.Parameter], group: Any
+) -> list[torch.Tensor | None]:
+    """All-reduce (SUM) every gradient over `group`, in place; returns the list with zeros where
+    this rank had none but another rank had one.
 
     A rank whose share of rows was empty ran no backward and has no gradients: it joins with
-    zeros. A parameter with no gradient on any rank keeps none, as in a single process."""
-    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
+    zeros (float32, shaped as the parameter). A parameter with no gradient on any rank keeps
+    none, as in a single process."""
+    has = torch.tensor([g is not None for g in grads], dtype=torch.float32)
     dist.all_reduce(has, op=dist.ReduceOp.MAX, group=group)
-    live = [p for p, h in zip(params, has.tolist(), strict=True) if h]
-    for p in live:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    for bucket in _buckets(live):
-        flat = torch.cat([p.grad.reshape(-1).float() for p in bucket])
+    out = [
+        g if g is not None or not h else torch.zeros_like(p, dtype=torch.float32)
+        for g, p, h in zip(grads, params, has.tolist(), strict=True)
+    ]
+    for bucket in _buckets([g for g in out if g is not None]):
+        flat = torch.cat([g.reshape(-1).float() for g in bucket])
         dist.all_reduce(flat, group=group)
-        for p, g in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):
-            p.grad.copy_(g.view_as(p.grad))
+        for g, s in zip(bucket, flat.split([g.numel() for g in bucket]), strict=True):
+            g.copy_(s.view_as(g))
+    return out
 
 
-def _buckets(params: list[torch.nn.Parameter]) -> Iterator[list[torch.nn.Parameter]]:
-    """Consecutive runs of `params` of at most _BUCKET_NUMEL elements (a larger one alone)."""
-    bucket: list[torch.nn.Parameter] = []
-    for p in params:
+def _buckets(tensors: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
+    """Consecutive runs of `tensors` of at most _BUCKET_NUMEL elements (a larger one alone)."""
+    bucket: list[torch.Tensor] = []
+    for p in tensors:
         if bucket and sum(q.numel() for q in bucket) + p.numel() > _BUCKET_NUMEL:
             yield bucket
             bucket = []

@@ -149,7 +149,9 @@ _COLUMN = ("linear_qkv.weight", "embedding.word_embeddings.weight", "output_laye
 _ROW = ("linear_proj.weight", "linear_fc2.weight")
 
 
-def _split_dim(name: str) -> int | None:
+def tp_split_dim(name: str) -> int | None:
+    """The dimension megatron parameter `name` is split along across TP ranks, None if
+    replicated (the fused GLU weight: 0, each half separately)."""
     if name.endswith(_COLUMN) or name.endswith("linear_fc1.weight"):
         return 0
     if name.endswith(_ROW):
@@ -159,14 +161,14 @@ def _split_dim(name: str) -> int | None:
 
 def is_tp_sharded(name: str) -> bool:
     """Whether megatron parameter `name` is split across TP ranks (else replicated)."""
-    return _split_dim(name) is not None
+    return tp_split_dim(name) is not None
 
 
 def tp_shard(sd: dict[str, torch.Tensor], rank: int, size: int) -> dict[str, torch.Tensor]:
     """Rank `rank`'s slice of a full megatron state dict under tensor parallelism `size`."""
     out = {}
     for name, t in sd.items():
-        dim = _split_dim(name)
+        dim = tp_split_dim(name)
         if dim is None:
             out[name] = t
         elif name.endswith("linear_fc1.weight"):
@@ -184,7 +186,7 @@ def tp_merge(shards: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
 
 def tp_merge_one(name: str, parts: list[torch.Tensor]) -> torch.Tensor:
     """The full tensor `name` from every TP rank's slice of it, in rank order."""
-    dim = _split_dim(name)
+    dim = tp_split_dim(name)
     if dim is None:
         return parts[0]
     if name.endswith("linear_fc1.weight"):

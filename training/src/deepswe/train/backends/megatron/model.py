@@ -9,7 +9,7 @@ hidden / heads), SwiGLU MLP (`gated_linear_unit` + silu), no linear biases, RoPE
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,21 @@ class ParallelConfig(BaseModel):
     pipeline_parallel: int = Field(1, ge=1, description="PP: layers split into stages")
     context_parallel: int = Field(1, ge=1, description="CP: the sequence split across ranks")
     seed: int = Field(0, description="seed of megatron's RNG streams (dropout)")
+
+
+class MegatronOptions(BaseModel):
+    """How the megatron backend trains beyond the split: optimizer sharding, recomputation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    distributed_optimizer: bool = Field(
+        False, description="shard fp32 main weights and AdamW moments over DP ranks (ZeRO-1, "
+        "optimizer.py); the reference's verl FSDP shards them too",
+    )  # fmt: skip
+    recompute: Literal["none", "full"] = Field(
+        "none", description="activation recomputation: full = each layer's activations are "
+        "recomputed in the backward (megatron recompute_granularity=full, uniform, 1 layer)",
+    )  # fmt: skip
 
 
 def rope_theta(hf_config: Any) -> float:
@@ -73,12 +88,21 @@ def validate(hf_config: Any, par: ParallelConfig) -> None:
 
 
 def transformer_config(
-    hf_config: Any, par: ParallelConfig, dtype: torch.dtype
+    hf_config: Any,
+    par: ParallelConfig,
+    dtype: torch.dtype,
+    device: str = "cpu",
+    opts: MegatronOptions | None = None,
 ):  # -> TransformerConfig
     from megatron.core.transformer import TransformerConfig
 
-    c = hf_config
+    c, opts = hf_config, opts or MegatronOptions()
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    recompute = (
+        {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+        if opts.recompute == "full"
+        else {}
+    )
     return TransformerConfig(
         num_layers=c.num_hidden_layers,
         hidden_size=c.hidden_size,
@@ -101,8 +125,9 @@ def transformer_config(
         params_dtype=dtype,
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
-        # CPU: no CUDA initialisation, no fused CUDA kernels.
-        use_cpu_initialization=True,
+        # No fused kernels on either device (they need apex / megatron's compiled extensions):
+        # the CUDA path is the CPU path's code on another device.
+        use_cpu_initialization=device == "cpu",
         perform_initialization=False,  # weights come from the HF checkpoint
         bias_dropout_fusion=False,
         apply_rope_fusion=False,
@@ -110,20 +135,32 @@ def transformer_config(
         persist_layer_norm=False,
         gradient_accumulation_fusion=False,
         sequence_parallel=False,
+        **recompute,
     )
 
 
-def build_model(hf_config: Any, par: ParallelConfig, dtype: torch.dtype = torch.float32):
-    """The GPTModel of this rank (its pipeline stage, its TP shard). Needs init_distributed."""
+def build_model(
+    hf_config: Any,
+    par: ParallelConfig,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    opts: MegatronOptions | None = None,
+):
+    """The GPTModel of this rank (its pipeline stage, its TP shard) on `device` ("cpu" or
+    "cuda": the current CUDA device). Needs init_distributed with the same device."""
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.tensor_parallel import random as mrandom
 
     validate(hf_config, par)
-    shim.cpu_manual_seed(par.seed)
+    if device == "cpu":
+        shim.cpu_manual_seed(par.seed)
+    else:  # megatron's own CUDA RNG tracker: same stream names and offsets as the CPU one
+        mrandom.model_parallel_cuda_manual_seed(par.seed)
     spec = get_gpt_layer_local_spec(qk_layernorm=True, normalization="RMSNorm")
     model = GPTModel(
-        config=transformer_config(hf_config, par, dtype),
+        config=transformer_config(hf_config, par, dtype, device, opts),
         transformer_layer_spec=spec,
         vocab_size=hf_config.vocab_size,
         max_sequence_length=hf_config.max_position_embeddings,
@@ -134,7 +171,8 @@ def build_model(hf_config: Any, par: ParallelConfig, dtype: torch.dtype = torch.
         position_embedding_type="rope",
         rotary_base=rope_theta(hf_config),
     )
-    shim.cpu_rotary(model.rotary_pos_emb)
+    if device == "cpu":
+        shim.cpu_rotary(model.rotary_pos_emb)
     return model
 
 

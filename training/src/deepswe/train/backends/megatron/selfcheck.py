@@ -10,6 +10,9 @@ prints (and writes) the largest differences as JSON: {"tp", "dp", "rows_per_dp_r
 "qkv_rows_per_rank", "logprob_max_diff", "loss", "loss_hf", "grad_norm", "grad_norm_hf",
 "weight_max_diff", "ranks_identical"}. With --resume: two steps straight against one step, save,
 load into a fresh backend, one step: {"tp", "dp", "files", "resumed_equal", "rng_restored"}.
+--distributed-optimizer shards the AdamW state over DP in either check; `check_zero` compares it
+with the unsharded optimizer on the same ranks, `check_reshard` saves on TP 2 and resumes on
+TP 1 x DP 2 (sharded checkpoints are read back by another layout).
 """
 
 from __future__ import annotations
@@ -79,6 +82,55 @@ def _step(build, vocab: int, rows: int, tmp: str) -> dict:
     return res
 
 
+def _zero(build, vocab: int, rows: int, tmp: str) -> dict:
+    """Two steps with the optimizer unsharded, then sharded over DP: the same bits."""
+    from deepswe.train.backends.megatron.model import MegatronOptions
+
+    u1, u2 = random_batch(vocab, 0, rows), random_batch(vocab, 1, rows)
+    out = {}
+    for sharded in (False, True):
+        b = build(MegatronOptions(distributed_optimizer=sharded))
+        b.train_step(u1)
+        b.train_step(u2)
+        out[sharded] = (b.state_dict(), b.optimizer.state_bytes(), len(b.optimizer.mine))
+    (w0, bytes0, n0), (w1, bytes1, n1) = out[False], out[True]
+    return {"equal": all(torch.equal(w0[k], w1[k]) for k in w0), "bytes": [bytes0, bytes1],
+            "owned": [n0, n1]}  # fmt: skip
+
+
+def _reshard_save(build, vocab: int, rows: int, tmp: str) -> dict:
+    """On the saving layout: the straight two-step weights, and a checkpoint after one step."""
+    u1, u2 = random_batch(vocab, 0, rows), random_batch(vocab, 1, rows)
+    straight = build()
+    straight.train_step(u1)
+    straight.train_step(u2)
+    want = straight.state_dict()  # collective under TP
+    if dist.get_rank() == 0:
+        torch.save(want, f"{tmp}/straight.pt")
+    first = build()
+    first.train_step(u1)
+    first.save(Path(tmp) / "ckpt")
+    return {}
+
+
+def _reshard_load(build, vocab: int, rows: int, tmp: str) -> dict:
+    """On another layout: load, step, compare with the straight run; the control loads the
+    weights only (fresh AdamW) to show what a lost optimizer state would cost."""
+    from deepswe.train.backends.megatron.backend import _read_hf_weights
+    from deepswe.train.backends.megatron.model import MegatronOptions
+
+    u2 = random_batch(vocab, 1, rows)
+    want = torch.load(f"{tmp}/straight.pt", weights_only=True)
+    diff = lambda w: max((w[k] - want[k]).abs().max().item() for k in want)  # noqa: E731
+    resumed = build(MegatronOptions(distributed_optimizer=True))
+    resumed.load(Path(tmp) / "ckpt")
+    resumed.train_step(u2)
+    control = build(MegatronOptions(distributed_optimizer=True))
+    control._load_hf(_read_hf_weights(Path(tmp) / "ckpt" / "model"))
+    control.train_step(u2)
+    return {"diff": diff(resumed.state_dict()), "control_diff": diff(control.state_dict())}
+
+
 def _resume(build, vocab: int, rows: int, tmp: str) -> dict:
     u1, u2 = random_batch(vocab, 0, rows), random_batch(vocab, 1, rows)
     straight = build()
@@ -97,27 +149,33 @@ def _resume(build, vocab: int, rows: int, tmp: str) -> dict:
     return {"equal": all(torch.equal(got[k], want[k]) for k in want), "rng": rng_restored}
 
 
-def _rank(rank: int, task: str, model_dir: str, tp: int, world: int, rows: int, tmp: str) -> None:
+TASKS = {"step": _step, "resume": _resume, "zero": _zero, "reshard_save": _reshard_save,
+         "reshard_load": _reshard_load}  # fmt: skip
+
+
+def _rank(rank: int, task: str, model_dir: str, tp: int, world: int, rows: int, tmp: str,
+          sharded: bool) -> None:  # fmt: skip
     from deepswe.train.backends.megatron import MegatronBackend
-    from deepswe.train.backends.megatron.model import ParallelConfig
+    from deepswe.train.backends.megatron.model import MegatronOptions, ParallelConfig
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{tmp}/rdzv", rank=rank, world_size=world)
-    par = ParallelConfig(tensor_parallel=tp)
-    build = lambda: MegatronBackend(model_dir, optim=OPTIM, parallel=par)  # noqa: E731
+    rdzv = f"file://{tmp}/rdzv-{task}"
+    dist.init_process_group("gloo", init_method=rdzv, rank=rank, world_size=world)
+    par, opts = ParallelConfig(tensor_parallel=tp), MegatronOptions(distributed_optimizer=sharded)
+    build = lambda o=opts: MegatronBackend(model_dir, optim=OPTIM, parallel=par, options=o)  # noqa: E731
     vocab = json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"]
-    res = {"step": _step, "resume": _resume}[task](build, vocab, rows, tmp)
+    res = TASKS[task](build, vocab, rows, tmp)
     torch.save(res, f"{tmp}/rank{rank}.pt")
     dist.destroy_process_group()
 
 
 def _spawn(task: str, model_dir: str | Path, tp: int, dp: int, rows: int, tmp: str,
-           timeout: float) -> list[dict]:  # fmt: skip
+           timeout: float, sharded: bool = False) -> list[dict]:  # fmt: skip
     """Run `task` on tp * dp processes; their results in rank order. TimeoutError (the
     processes killed) when they have not all finished within `timeout` seconds: a hang."""
     n = tp * dp
     ctx = mp.start_processes(
-        _rank, args=(task, str(model_dir), tp, n, rows, tmp), nprocs=n, join=False,
+        _rank, args=(task, str(model_dir), tp, n, rows, tmp, sharded), nprocs=n, join=False,
         start_method="spawn",
     )  # fmt: skip
     deadline = time.monotonic() + timeout
@@ -138,11 +196,11 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def check(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
-          timeout: float = 600.0) -> dict:  # fmt: skip
+          timeout: float = 600.0, sharded: bool = False) -> dict:  # fmt: skip
     from deepswe.train.backends.hf import HFBackend
 
     with tempfile.TemporaryDirectory() as tmp:
-        ranks = _spawn("step", model_dir, tp, dp, rows, tmp, timeout)
+        ranks = _spawn("step", model_dir, tp, dp, rows, tmp, timeout, sharded)
     hf = HFBackend(model_dir, optim=OPTIM)
     ref = run_backend(hf, random_batch(hf.model.config.vocab_size, rows=rows))
     worst = lambda f: max(f(r) for r in ranks)  # noqa: E731
@@ -164,11 +222,37 @@ def check(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
     }
 
 
+def check_zero(model_dir: str | Path, tp: int, dp: int, rows: int = 3,
+               timeout: float = 600.0) -> dict:  # fmt: skip
+    """The distributed optimizer against the unsharded one on the same TP x DP ranks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ranks = _spawn("zero", model_dir, tp, dp, rows, tmp, timeout)
+    return {
+        "tp": tp,
+        "dp": dp,
+        "equal": all(r["equal"] for r in ranks),
+        "state_bytes": [r["bytes"] for r in ranks],
+        "owned_params": [r["owned"] for r in ranks],
+    }
+
+
+def check_reshard(model_dir: str | Path, rows: int = 3, timeout: float = 600.0) -> dict:
+    """Save after one step on TP 2 x DP 1; on TP 1 x DP 2 with the distributed optimizer, load
+    and step: against two steps straight on TP 2 (different TP sums: close, not bit-equal)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _spawn("reshard_save", model_dir, 2, 1, rows, tmp, timeout)
+        ranks = _spawn("reshard_load", model_dir, 1, 2, rows, tmp, timeout)
+    return {
+        "weight_max_diff": max(r["diff"] for r in ranks),
+        "control_max_diff": min(r["control_diff"] for r in ranks),
+    }
+
+
 def check_resume(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
-                 timeout: float = 600.0) -> dict:  # fmt: skip
+                 timeout: float = 600.0, sharded: bool = False) -> dict:  # fmt: skip
     """Save after one step, load into fresh backends, step again: equal to two steps straight."""
     with tempfile.TemporaryDirectory() as tmp:
-        ranks = _spawn("resume", model_dir, tp, dp, rows, tmp, timeout)
+        ranks = _spawn("resume", model_dir, tp, dp, rows, tmp, timeout, sharded)
         files = sorted(str(p.relative_to(f"{tmp}/ckpt")) for p in Path(tmp, "ckpt").rglob("*"))
     return {
         "tp": tp,
@@ -186,10 +270,12 @@ def main() -> None:
     p.add_argument("--dp", type=int, default=1, help="data-parallel ranks (processes: tp * dp)")
     p.add_argument("--rows", type=int, default=3, help="rows in the batch (split over DP)")
     p.add_argument("--resume", action="store_true", help="check save/load/resume instead")
+    p.add_argument("--distributed-optimizer", action="store_true", help="shard AdamW over DP")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON report here")
     a = p.parse_args()
     fn = check_resume if a.resume else check
-    report = json.dumps(fn(a.model_dir, a.tp, a.dp, a.rows), indent=1)
+    report = json.dumps(fn(a.model_dir, a.tp, a.dp, a.rows, sharded=a.distributed_optimizer),
+                        indent=1)  # fmt: skip
     print(report)
     if a.out:
         a.out.write_text(report)

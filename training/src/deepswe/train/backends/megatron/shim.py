@@ -1,4 +1,4 @@
-"""Run megatron-core on CPU over gloo: process groups, RNG tracker, and three narrow patches.
+"""Run megatron-core on CPU over gloo: process groups, RNG tracker, and four narrow patches.
 
 megatron-core is written for CUDA + NCCL. On CPU (the `tiny` profile, CI) these places break;
 each patch below is the smallest one found, replaces megatron state only (never torch), and was
@@ -13,6 +13,12 @@ checked on megatron-core 0.16.1 with torch 2.13.0+cpu:
    generator; `cpu_manual_seed` replaces `model_parallel_cuda_manual_seed` (same seed offsets).
 3. `RotaryEmbedding.get_emb` moves `inv_freq` to `torch.cuda.current_device()` on first use.
    `cpu_rotary(module)` rebinds that one method on one model's rotary module (not the class).
+4. Activation recomputation (`tensor_parallel.checkpoint`) saves and restores "all RNG states"
+   through `_get_all_rng_states` / `_set_all_rng_states`, which read the CUDA generator. We
+   install versions that keep the CPU generator and the tracker's states (the CUDA slot None).
+
+On CUDA (`device="cuda"`) nothing is patched: NCCL groups, megatron's CudaRNGStatesTracker seeded
+by `model_parallel_cuda_manual_seed`, the same model and loss code.
 
 Not a patch: `get_default_causal_mask` builds its mask on "cuda" when no mask is given, so callers
 pass an explicit CPU causal mask (model.causal_mask). Other CUDA-only paths (sequence parallel,
@@ -42,8 +48,11 @@ def init_distributed(
     rank: int = 0,
     world_size: int = 1,
     init_method: str | None = None,
+    device: str = "cpu",
 ) -> None:
-    """gloo process group (if none yet) and megatron's model-parallel groups, then the patches.
+    """A process group (gloo on CPU, NCCL on CUDA; if none yet) and megatron's model-parallel
+    groups, then (CPU only) the patches. On CUDA each process uses GPU LOCAL_RANK (torchrun's,
+    Ray's placement sets it) or its rank modulo the GPUs it sees.
 
     Single process: a file:// rendezvous in a fresh temp dir (no port to collide on a shared CI
     box). Several processes pass the same `init_method` (e.g. file:///tmp/x or tcp://host:port),
@@ -59,7 +68,11 @@ def init_distributed(
             if world_size != 1:
                 raise ValueError("world_size > 1 needs an init_method shared by every rank")
             init_method = "file://" + os.path.join(tempfile.mkdtemp(prefix="mcore-"), "rdzv")
-        dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
+        backend = "nccl" if device == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size)
+    if device == "cuda":
+        local = os.environ.get("LOCAL_RANK")
+        torch.cuda.set_device(int(local) if local else dist.get_rank() % torch.cuda.device_count())
     if ps.model_parallel_is_initialized():
         have = (
             ps.get_tensor_model_parallel_world_size(),
@@ -74,8 +87,10 @@ def init_distributed(
             pipeline_model_parallel_size=pp,
             context_parallel_size=cp,
         )
-    ps._GLOBAL_MEMORY_BUFFER = _cpu_memory_buffer()  # patch 1
-    _install_cpu_rng_tracker()  # patch 2
+    if device == "cpu":
+        ps._GLOBAL_MEMORY_BUFFER = _cpu_memory_buffer()  # patch 1
+        _install_cpu_rng_tracker()  # patch 2
+        _install_cpu_rng_snapshots()  # patch 4
 
 
 def destroy() -> None:
@@ -151,6 +166,20 @@ def _install_cpu_rng_tracker() -> None:
     if not isinstance(mrandom._CUDA_RNG_STATE_TRACKER, CPURNGStatesTracker):
         mrandom._CUDA_RNG_STATE_TRACKER = CPURNGStatesTracker()
         mrandom._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
+
+
+def _install_cpu_rng_snapshots() -> None:
+    """Patch 4: recomputation's RNG snapshot without the CUDA generator."""
+    from megatron.core.tensor_parallel import random as mrandom
+
+    def get_all():  # noqa: ANN202
+        return torch.get_rng_state(), None, mrandom.get_cuda_rng_tracker().get_states()
+
+    def set_all(cpu_state, _cuda_state, tracker_states) -> None:  # noqa: ANN001
+        torch.set_rng_state(cpu_state)
+        mrandom.get_cuda_rng_tracker().set_states(tracker_states)
+
+    mrandom._get_all_rng_states, mrandom._set_all_rng_states = get_all, set_all
 
 
 def cpu_manual_seed(seed: int) -> None:
