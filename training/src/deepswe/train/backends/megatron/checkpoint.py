@@ -125,7 +125,7 @@ def load(backend: Any, directory: Path) -> dict[str, Any]:
     targets = {
         opt.names[i]: {
             **{k: torch.zeros_like(opt.main[i]) for k in ("exp_avg", "exp_avg_sq")},
-            **({"main": opt.main[i]} if opt.mixed else {}),
+            **({"main": opt.main[i]} if i in opt.copies else {}),
         }
         for i in opt.mine
     }
@@ -140,8 +140,8 @@ def load(backend: Any, directory: Path) -> dict[str, Any]:
     dcp.load(mesh_sd, checkpoint_id=directory / "dist")
     has = lambda key: key in stored or key + ".gate" in stored  # noqa: E731
     with torch.no_grad():
-        for i in opt.mine:  # mixed precision: a main weight never stepped is the parameter's
-            if opt.mixed and not has(f"optim.main.{opt.names[i]}"):
+        for i in opt.copies:  # a main weight never stepped is its parameter's value
+            if not has(f"optim.main.{opt.names[i]}"):
                 opt.main[i].copy_(opt.params[i].detach())
         stepped = {n: st for n, st in targets.items() if has(f"optim.exp_avg.{n}")}
         opt.load_owned_state(stepped, saved["adam_steps"])

@@ -3,7 +3,8 @@
 Mixed precision (model.dtype bfloat16 or float16): the parameters keep their dtype for forward and
 backward; each has an fp32 main copy that AdamW updates and copies back, and its gradient is
 accumulated in fp32 across micro-batches (`main_grad`, as megatron-core's DDP does), so updates
-smaller than a bf16 step are not lost. In float32 the parameters are their own main weights.
+smaller than a bf16 step are not lost. A float32 parameter (all of them in a float32 model;
+megatron keeps its norm weights in float32 in a bf16 model too) is its own main weight.
 
 Distributed optimizer (`backend.megatron.distributed_optimizer`, ZeRO stage 1): each parameter is
 owned by one DP rank (whole parameters, balanced by size); only its owner keeps the main weight and
@@ -57,6 +58,8 @@ class MainWeightsAdamW:
         sharded = shard and dp_size > 1
         self.owner = owners([p.numel() for p in self.params], dp_size) if sharded else None
         self.mine = [i for i in range(len(self.params)) if self._owns(i)]
+        # owned parameters whose main weight is a separate fp32 copy
+        self.copies = {i for i in self.mine if self.params[i].dtype != torch.float32}
         self.main: dict[int, torch.Tensor] = {}
         self.refresh_main()
         self.adam = torch.optim.AdamW(
@@ -78,7 +81,7 @@ class MainWeightsAdamW:
         """Main weights from the parameters (after loading new weights into the model)."""
         for i in self.mine:
             p = self.params[i]
-            if not self.mixed:
+            if i not in self.copies:
                 self.main[i] = p
             elif i in self.main:
                 self.main[i].copy_(p.detach())
@@ -114,7 +117,7 @@ class MainWeightsAdamW:
         self.adam.step()
         for i in self.mine:
             self.main[i].grad = None
-            if self.mixed and grads[i] is not None:
+            if i in self.copies and grads[i] is not None:
                 self.params[i].copy_(self.main[i])
         if self.owner is not None:
             for i, p in enumerate(self.params):
@@ -125,14 +128,14 @@ class MainWeightsAdamW:
     # -- checkpoints -----------------------------------------------------------------------------
     def owned_state(self) -> dict[str, dict[str, torch.Tensor]]:
         """{parameter name: {"main"?, "exp_avg", "exp_avg_sq"}} for the parameters this rank
-        owns and has stepped (fp32; "main" only in mixed precision)."""
+        owns and has stepped (fp32; "main" where it is a copy of a bf16 / fp16 parameter)."""
         out: dict[str, dict[str, torch.Tensor]] = {}
         for i in self.mine:
             st = self.adam.state.get(self.main[i])
             if not st:
                 continue
             out[self.names[i]] = {k: st[k] for k in MOMENTS}
-            if self.mixed:
+            if i in self.copies:
                 out[self.names[i]]["main"] = self.main[i]
         return out
 
@@ -155,7 +158,7 @@ class MainWeightsAdamW:
 
     def state_bytes(self) -> int:
         """Bytes of main weights (mixed) and moments this rank holds: the sharding's saving."""
-        main = sum(self.main[i].numel() * 4 for i in self.mine) if self.mixed else 0
+        main = sum(self.main[i].numel() * 4 for i in self.copies)
         moments = sum(t.numel() * t.element_size() for st in self.adam.state.values()
                       for k, t in st.items() if k in MOMENTS)  # fmt: skip
         return main + moments
