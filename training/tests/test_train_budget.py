@@ -86,6 +86,20 @@ def test_a_plan_that_does_not_fit_names_the_phase_and_what_to_change():
     assert u2["logits"] == pytest.approx(u0["logits"] / 2)
 
 
+def test_the_megatron_options_the_32b_profile_sets_are_what_makes_the_update_fit():
+    """backend.megatron: without the distributed optimizer every GPU holds all 12 bytes a
+    parameter of AdamW state; without recomputation and sequence parallelism, 64 layers of
+    activations at 36,864 tokens. Each is counted in the plan, and its absence named."""
+    update = lambda b: {p.name: p for p in b.phases}["update"].parts  # noqa: E731
+    base = update(estimate(_32b()))
+    whole = estimate(_32b("backend.megatron.distributed_optimizer=false"))
+    assert update(whole)["optimizer"] == pytest.approx(8 * base["optimizer"])
+    assert not whole.fits and "set backend.megatron.distributed_optimizer true" in whole.problem()
+    kept = estimate(_32b("backend.megatron.recompute=none", "backend.megatron.sequence_parallel=false"))
+    assert update(kept)["activations"] > 10 * base["activations"]
+    assert not kept.fits and "backend.megatron.recompute full" in kept.problem()
+
+
 def test_model_shapes_come_from_config_json_or_the_known_table_and_never_the_network(tmp_path):
     folder = tmp_path / "m"
     folder.mkdir()

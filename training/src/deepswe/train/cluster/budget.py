@@ -157,8 +157,10 @@ class Budget:
         advice = {
             "kv cache": "lower rollout.concurrency or raise engine.tensor_parallel",
             "engine weights": "raise engine.tensor_parallel",
-            "activations": "lower backend.optim.micro_batch_size or the token budget "
+            "activations": "set backend.megatron.recompute full and sequence_parallel true, "
+            "lower backend.optim.micro_batch_size or the token budget "
             "(rollout.max_response_tokens), or raise backend.parallel.context_parallel",
+            "optimizer": "set backend.megatron.distributed_optimizer true",
             "logits": "raise backend.parallel.tensor_parallel (the vocabulary is split over TP)",
         }.get(biggest, "raise backend.parallel.tensor_parallel or pipeline_parallel")
         return (
@@ -191,23 +193,29 @@ def estimate(
     P = shape.parameters
     shard = P / (tp * pp)  # parameters on one trainer GPU
 
-    # Trainer state (megatron-core distributed optimizer with bf16 params and fp32 main grads:
-    # 2 + 4 + 12/d bytes a parameter, megatron-core's distributed optimizer documentation).
+    # Trainer state (the backend's optimizer.py: bf16 params, fp32 main grads, fp32 main weights
+    # and AdamW moments: 2 + 4 + 12 bytes a parameter, the 12 split over DP by
+    # backend.megatron.distributed_optimizer, as megatron-core's distributed optimizer does).
+    mo = cfg.backend.megatron
     resident = {
         "params": 2 * shard,
         "grads": 4 * shard,
-        "optimizer": 12 * shard / (dp * cp),
+        "optimizer": 12 * shard / (dp * cp if mo.distributed_optimizer else 1),
     }
-    # Full recomputation: each layer keeps its bf16 input, split over TP by sequence
-    # parallelism and over CP; stage 0 of a 1F1B pipeline holds PP micro-batches, so every
-    # layer's input is held once in all. One layer's activations live during its backward
-    # (ours: its saved tensors and their gradients, counted for SwiGLU and GQA).
+    # Each layer keeps its bf16 input, split over TP by sequence parallelism (else whole on
+    # every TP rank) and over CP; stage 0 of a 1F1B pipeline holds PP micro-batches, so every
+    # layer's input is held once in all. With full recomputation one layer's activations live
+    # during its backward, without it every layer's (ours: a layer's saved tensors and their
+    # gradients, counted for SwiGLU and GQA).
     tokens = micro * seq / cp
     layer_bytes_per_token = (
         4 * shape.hidden + 2 * (shape.q_dim + 2 * shape.kv_dim) + 2 * shape.q_dim
         + 8 * shape.intermediate
     )  # fmt: skip
-    acts = shape.layers * tokens * shape.hidden * 2 / tp + 2 * tokens * layer_bytes_per_token / tp
+    sp = tp if mo.sequence_parallel else 1
+    kept = shape.layers * tokens * shape.hidden * 2 / sp
+    live = (2 if mo.recompute == "full" else shape.layers) * tokens * layer_bytes_per_token / tp
+    acts = kept + live
     # The megatron backend materialises the vocabulary slice's logits for the whole sequence:
     # bf16 out of the head, an fp32 copy for the log-softmax and its fp32 gradient.
     logits = tokens * (shape.vocab / tp) * (2 + 4 + 4)

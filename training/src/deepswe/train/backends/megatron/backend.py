@@ -96,6 +96,11 @@ class MegatronBackend:
             raise ValueError(f"model.device {device!r}: the megatron backend runs on cpu or cuda")
         if device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("model.device cuda: torch sees no CUDA device here")
+        if self.opts.sequence_parallel and (device != "cuda" or par.tensor_parallel < 2):
+            raise ValueError(
+                "backend.megatron.sequence_parallel needs model.device cuda and "
+                f"backend.parallel.tensor_parallel > 1 (have {device}, {par.tensor_parallel})"
+            )
         self.device = torch.device(device)
         if par.pipeline_parallel > 1:
             raise NotImplementedError(
@@ -182,13 +187,16 @@ class MegatronBackend:
 
     def _logprobs(self, ids: torch.Tensor, attn: torch.Tensor, entropy: bool):
         """ids, attn [b, w] -> (logprobs [b, w], entropy [b, w] or None), 0 at t = 0 and padding."""
-        ids, attn = ids.to(self.device), attn.to(self.device)
+        ids, attn, w = ids.to(self.device), attn.to(self.device), ids.shape[1]
+        pad = -w % self.par.tensor_parallel if self.opts.sequence_parallel else 0
+        if pad:  # sequence parallelism splits the sequence over TP ranks: right-pad (causal)
+            ids = torch.nn.functional.pad(ids, (0, pad))
         logits = model.forward_logits(self.gpt, ids)
         lp, ent = vocab_parallel_logprobs(logits, ids, self.temperature, entropy)
         zero = torch.zeros((ids.shape[0], 1), dtype=torch.float32, device=self.device)
         m = attn.to(torch.float32)
-        lp = torch.cat([zero, lp], dim=1) * m
-        return lp, (torch.cat([zero, ent], dim=1) * m if ent is not None else None)
+        lp = torch.cat([zero, lp], dim=1)[:, :w] * m
+        return lp, (torch.cat([zero, ent], dim=1)[:, :w] * m if ent is not None else None)
 
     def forward_logprobs(
         self, batch: RolloutBatch, positions: torch.Tensor | None = None

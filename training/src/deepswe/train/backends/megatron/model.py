@@ -38,6 +38,11 @@ class MegatronOptions(BaseModel):
         False, description="shard fp32 main weights and AdamW moments over DP ranks (ZeRO-1, "
         "optimizer.py); the reference's verl FSDP shards them too",
     )  # fmt: skip
+    sequence_parallel: bool = Field(
+        False, description="split layer inputs and norms over TP ranks along the sequence "
+        "(megatron sequence_parallel; CUDA only: its gathers allocate with torch.cuda; needs "
+        "tensor_parallel > 1)",
+    )  # fmt: skip
     recompute: Literal["none", "full"] = Field(
         "none", description="activation recomputation: full = each layer's activations are "
         "recomputed in the backward (megatron recompute_granularity=full, uniform, 1 layer)",
@@ -134,7 +139,7 @@ def transformer_config(
         masked_softmax_fusion=False,
         persist_layer_norm=False,
         gradient_accumulation_fusion=False,
-        sequence_parallel=False,
+        sequence_parallel=opts.sequence_parallel,
         **recompute,
     )
 
