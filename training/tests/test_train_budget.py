@@ -95,7 +95,9 @@ def test_the_megatron_options_the_32b_profile_sets_are_what_makes_the_update_fit
     whole = estimate(_32b("backend.megatron.distributed_optimizer=false"))
     assert update(whole)["optimizer"] == pytest.approx(8 * base["optimizer"])
     assert not whole.fits and "set backend.megatron.distributed_optimizer true" in whole.problem()
-    kept = estimate(_32b("backend.megatron.recompute=none", "backend.megatron.sequence_parallel=false"))
+    kept = estimate(
+        _32b("backend.megatron.recompute=none", "backend.megatron.sequence_parallel=false")
+    )
     assert update(kept)["activations"] > 10 * base["activations"]
     assert not kept.fits and "backend.megatron.recompute full" in kept.problem()
 

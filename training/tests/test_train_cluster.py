@@ -392,7 +392,7 @@ def test_ranked_backend_on_two_data_parallel_ranks_matches_hf_and_reloads(
     assert got["loss"] == pytest.approx(ref["loss"], rel=1e-5)
     assert got["norm"] == pytest.approx(ref["norm"], rel=1e-4) and ref["norm"] > OPTIM.grad_clip
     files = {p.name for p in (tmp_path / "ckpt").iterdir()}
-    assert files == {"model", "optimizer_tp0.pt", "rng_rank0.pt", "rng_rank1.pt"}
+    assert files == {"model", "dist", "rng_rank0.pt", "rng_rank1.pt"}
 
     fresh = RankedBackend.start(cfg, [{"num_cpus": 1}] * 2, "file", timeout_s=120)
     try:

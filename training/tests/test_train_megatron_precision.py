@@ -111,3 +111,21 @@ def test_owners_balance_parameters_by_size_the_same_on_every_rank():
     assert load == [105, 105]
     assert owners(sizes, 1) == [0] * 6
     assert sorted(set(owners([1] * 3, 4))) == [0, 1, 2]  # more ranks than parameters: some own none
+
+
+def test_the_gpu_checks_megatron_code_runs_on_cpu():
+    """bench/gpu_check.py --cpu: its megatron checks (fp32 vs hf; bf16, distributed optimizer,
+    recomputation and a sharded checkpoint's exact resume) run on gloo, so the script a GPU
+    machine will run is not broken code. It proves nothing about CUDA."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "bench" / "gpu_check.py"), "--cpu"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    lines = [x for x in r.stdout.splitlines() if x.startswith(("PASS", "FAIL", "SKIP"))]
+    assert [x.split()[:2] for x in lines] == [
+        ["PASS", "megatron-cuda"],
+        ["PASS", "megatron-bf16-resume"],
+    ], r.stdout
