@@ -92,13 +92,19 @@ def test_a_cpu_plan_has_tp_x_pp_x_cp_x_cpu_data_parallel_trainer_ranks_of_their_
 
 
 def test_trainer_ranks_are_refused_where_they_cannot_run():
-    """GPU plans: the megatron backend is CPU-only and colocation needs hybrid workers; a CPU
-    world above 1 needs Ray and a backend that splits the work."""
+    """GPU plans of several ranks need the megatron backend on CUDA with vLLM inside the ranks,
+    engines of one GPU or of a whole model-parallel group (refused before any Ray starts); a
+    CPU world above 1 needs Ray and a backend that splits the work."""
     gpu = load_config(CONFIGS / "tiny.yaml", ["cluster.gpus=8", "engine.tensor_parallel=4"])
     assert placement_plan(gpu).trainer_world == 8
-    why = r"trainer world 8 on GPUs: trainer-rank actors run on CPU only \(the megatron .* hybrid"
-    with pytest.raises(NotImplementedError, match=why):
-        RayScheduler.start(gpu)  # before any Ray is started or joined
+    with pytest.raises(ValueError, match="backend.name 'hf': 8 trainer ranks on GPUs run the "
+                       "megatron backend on CUDA with vLLM inside the ranks; set backend.name "
+                       "megatron"):  # fmt: skip
+        RayScheduler.start(gpu)
+    tp4 = load_config(CONFIGS / "deepswe-32b.yaml", ["engine.tensor_parallel=4"])
+    with pytest.raises(ValueError, match=r"engine.tensor_parallel 4: an engine inside the trainer "
+                       r"ranks spans one model-parallel group \(TP x CP = 8\) or one GPU"):  # fmt: skip
+        RayScheduler.start(tp4)
     with pytest.raises(ValueError, match="cluster.cpu_data_parallel 2 is for CPU runs"):
         placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.cpu_data_parallel=2"]))
     dp2 = ["cluster.cpu_data_parallel=2"]
@@ -507,7 +513,9 @@ def test_hybrid_ranks_sleep_for_the_update_take_weights_in_place_and_step_as_bef
         got = [trainer.run_step()]
         states = ray.get([r.engine_state.remote() for r in ranks])
         n_weights = len(trainer.backend.state_dict())
-        assert states == [{"asleep": False, "naps": 1, "synced": n_weights}] * 2
+        assert [{k: v for k, v in s.items() if k != "calls"} for s in states] == [
+            {"asleep": False, "naps": 1, "synced": n_weights}
+        ] * 2
         assert_engine_near_backend(trainer, model_dir)
     finally:
         trainer.close()
@@ -519,3 +527,79 @@ def test_hybrid_ranks_sleep_for_the_update_take_weights_in_place_and_step_as_bef
     finally:
         trainer.close()
     assert_same_steps(want, got, "separate engine vs hybrid")
+
+
+# -- GPU ranks (declared GPUs) and an engine spanning a model-parallel group (the fan-out) ------
+class GPUProbe:
+    def gpus(self) -> list:
+        return ray.get_gpu_ids()
+
+
+@needs_ray
+def test_gpu_ranks_take_one_gpu_each_in_their_engines_bundle(ray_with_gpus):
+    """deepswe-32b's layout at 8 GPUs (TP 8 x DP 1, one engine of TP 8): rank r takes one GPU of
+    bundle r // 8; at TP 4 with engines of TP 4, ranks 0-3 share bundle 0 and 4-7 bundle 1."""
+    from ray.util.placement_group import remove_placement_group
+
+    from deepswe.train.cluster.ray_runtime import check_gpu_ranks, rank_options, reserve
+
+    cfg = load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.gpus=8", "cluster.rollout_workers=1"])
+    plan = placement_plan(cfg)
+    check_gpu_ranks(cfg, plan)  # the 32B profile's fields are what several GPU ranks need
+    assert plan.ranked and plan.trainer_bundles() == []
+    assert [plan.rank_bundle(r) for r in range(8)] == [0] * 8
+    tp4 = load_config(
+        CONFIGS / "deepswe-32b.yaml",
+        ["cluster.gpus=8", "cluster.rollout_workers=1", "engine.tensor_parallel=4",
+         "backend.parallel.tensor_parallel=4"],
+    )  # fmt: skip
+    plan = placement_plan(tp4)
+    check_gpu_ranks(tp4, plan)
+    assert [plan.rank_bundle(r) for r in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    pg = reserve(plan, timeout_s=30)
+    try:
+        opts = rank_options(plan, pg)
+        assert all(o["num_gpus"] == 1.0 for o in opts)
+        probes = [ray.remote(GPUProbe).options(**o).remote() for o in opts]
+        ids = [tuple(x) for x in ray.get([p.gpus.remote() for p in probes], timeout=120)]
+        assert all(len(x) == 1 for x in ids) and len(set(ids)) == 8  # one GPU each, all different
+        for p in probes:
+            ray.kill(p)
+    finally:
+        remove_placement_group(pg)
+
+
+def tp2_cfg(model_dir: Path, **cluster) -> TrainConfig:
+    """megatron_cfg's run, one step, on TP 2 (one model-parallel group of 2)."""
+    cfg = megatron_cfg(model_dir, scheduler="ray", **cluster)
+    one = cfg.run.model_copy(update={"steps": 1})
+    par = cfg.backend.parallel.model_copy(update={"tensor_parallel": 2})
+    return cfg.model_copy(
+        update={"run": one, "backend": cfg.backend.model_copy(update={"parallel": par})}
+    )
+
+
+@needs_ray
+def test_an_engine_spanning_the_group_fans_every_request_out_in_step(
+    model_dir, ray_with_gpus, tmp_path
+):
+    """~60 s: TP 2 with engine.tensor_parallel 2 inside the ranks: both ranks hold the engine,
+    rank 0 serves the rollout workers and has rank 1 run each call too (same tokens, checked on
+    every call); both sleep, both load the synced weights; the step equals the one with a
+    separate engine actor."""
+    want = Trainer.setup(tp2_cfg(model_dir), tmp_path / "separate").train()
+    fan = tp2_cfg(model_dir, cpu_colocate=True)
+    fan = fan.model_copy(update={"engine": fan.engine.model_copy(update={"tensor_parallel": 2})})
+    assert placement_plan(fan).engine_tp == 2
+    trainer = Trainer.setup(fan, tmp_path / "fanout")
+    try:
+        ranks = trainer.scheduler.backend.actors
+        got = [trainer.run_step()]
+        states = ray.get([r.engine_state.remote() for r in ranks])
+        n_weights = len(trainer.backend.state_dict())
+        assert states[0]["calls"] > 0 and states[0] == states[1]
+        assert states[0] == {"asleep": False, "naps": 1, "synced": n_weights,
+                             "calls": states[0]["calls"]}  # fmt: skip
+    finally:
+        trainer.close()
+    assert_same_steps(want, got, "separate engine vs an engine fanned out over TP 2")

@@ -6,16 +6,23 @@ so the engine and the trainer take turns on the same devices and new weights nev
            -> sync_weights (engines wake with weights only, load the backend's stream in place,
               then take their KV cache back)
 
-`HybridRank` is a TrainerRank (ranks.py) that also holds an engine: one per model-parallel group
-(the rank whose TP x CP index is 0 holds it; the group's other ranks stream their shards to it).
+`HybridRank` is a TrainerRank (ranks.py) that also holds an engine: one per model-parallel group.
+With engine.tensor_parallel 1 the group's first rank holds it and the others stream their shards
+to it. With engine.tensor_parallel = TP x CP (deepswe-32b: 8) every rank of the group holds the
+engine's shard of its GPU, and the group's first rank, which the rollout workers call, fans each
+request out: it asks every other rank of the group to run the same generate call, runs its own,
+and waits for all (vLLM's external_launcher needs every TP rank to call generate with the same
+requests in the same order; the first rank serves one request at a time, so the order is its).
 Weights move from the backend to the engine one tensor at a time (`backends.hf_weights`: the
 megatron backend all-gathers each TP-sharded tensor in its group as it comes): never a whole
 state dict, never through Ray's object store.
 
 On CPU (`cluster.cpu_colocate: true`) the engine is the hf engine, a full replica in the rank's
 process: it exercises every seam a GPU run crosses (sleep, wake, the streamed in-place load, the
-trainer seeing only an InferenceEngine and a TrainingBackend). On GPUs the engine would be
-vLLM's offline engine sharing the rank's GPU (engines/vllm_colocated.py): written, not run here.
+trainer seeing only an InferenceEngine and a TrainingBackend); with engine.tensor_parallel =
+TP x CP each rank of a group holds a full hf replica, which makes the fan-out checkable: every
+rank must run the same calls and sample the same tokens. On GPUs the engine would be vLLM's
+offline engine sharing the rank's GPU (engines/vllm_colocated.py): written, not run here.
 """
 
 from __future__ import annotations
@@ -23,15 +30,27 @@ from __future__ import annotations
 from typing import Any
 
 from deepswe.train.backends import hf_weights
+from deepswe.train.cluster import require_ray
 from deepswe.train.cluster.ranks import TrainerRank
 from deepswe.train.engines import Sample
 
 
-def hosts_engine(rank: int, cfg: Any) -> bool:
-    """Whether trainer rank `rank` holds its model-parallel group's engine: megatron orders
-    ranks TP fastest, then CP, so each group of TP x CP consecutive ranks is one replica."""
+def group_size(cfg: Any) -> int:
+    """Ranks in a model-parallel group: megatron orders ranks TP fastest, then CP, so each run of
+    TP x CP consecutive ranks is one model replica, and one engine."""
     par = cfg.backend.parallel
-    return rank % (par.tensor_parallel * par.context_parallel) == 0
+    return par.tensor_parallel * par.context_parallel
+
+
+def hosts_engine(rank: int, cfg: Any) -> bool:
+    """Whether trainer rank `rank` serves its group's samples (the group's first rank)."""
+    return rank % group_size(cfg) == 0
+
+
+def holds_engine(rank: int, cfg: Any) -> bool:
+    """Whether trainer rank `rank` holds (a shard of) its group's engine: the first rank, or
+    every rank when the engine is tensor-parallel over the group."""
+    return hosts_engine(rank, cfg) or cfg.engine.tensor_parallel > 1
 
 
 class HybridRank(TrainerRank):
@@ -48,11 +67,13 @@ class HybridRank(TrainerRank):
         self.engine: Any = None
         self.synced = 0  # tensors loaded by the last sync
         self.naps = 0  # times the engine was put to sleep (once a step: before old log-probs)
+        self.calls = 0  # generate calls run (the first rank's and its followers' must match)
+        self.followers: list[Any] = []  # the group's other engine-holding ranks (fan-out)
         super().__init__(cfg, rank, world, init_method, threads)
 
     def join(self, init_method: str) -> None:
         super().join(init_method)
-        if hosts_engine(self.rank, self.cfg):
+        if holds_engine(self.rank, self.cfg):
             try:
                 self.engine = build_colocated_engine(self.cfg)
             except BaseException as e:
@@ -63,6 +84,11 @@ class HybridRank(TrainerRank):
     def engine_name(self) -> str | None:
         return None if self.engine is None else self.engine.name
 
+    def set_followers(self, followers: list[Any]) -> int:
+        """The group's first rank: the actors of the other ranks holding the engine's shards."""
+        self.followers = list(followers)
+        return len(self.followers)
+
     def sample(
         self,
         prompt: list[int] | list[dict[str, str]],
@@ -71,8 +97,36 @@ class HybridRank(TrainerRank):
         max_tokens: int,
         seed: int | None = None,
     ) -> list[Sample]:
-        if self.engine is None:
-            raise RuntimeError(f"trainer rank {self.rank} holds no engine (its group's first does)")
+        if self.engine is None or not hosts_engine(self.rank, self.cfg):
+            raise RuntimeError(
+                f"trainer rank {self.rank} serves no samples (its group's first does)"
+            )
+        if not self.followers:
+            return self.follow(prompt, n, temperature, max_tokens, seed)
+        ray = require_ray()
+        pending = [
+            f.follow.remote(prompt, n, temperature, max_tokens, seed) for f in self.followers
+        ]
+        mine = self.follow(prompt, n, temperature, max_tokens, seed)
+        theirs = ray.get(pending)
+        for i, other in enumerate(theirs, 1):
+            if [s.token_ids for s in other] != [s.token_ids for s in mine]:
+                raise RuntimeError(
+                    f"trainer rank {self.rank + i} sampled other tokens than rank {self.rank} for "
+                    "the same request: the engine's shards are out of step"
+                )
+        return mine
+
+    def follow(
+        self,
+        prompt: list[int] | list[dict[str, str]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None = None,
+    ) -> list[Sample]:
+        """One generate call on this rank's engine (shard), as its group's first rank asked."""
+        self.calls += 1
         return self.engine.sample(prompt, n, temperature, max_tokens, seed=seed)
 
     def sync_weights(self) -> int:
@@ -93,7 +147,8 @@ class HybridRank(TrainerRank):
         """None without an engine; else whether it sleeps, its naps and the last sync's count."""
         if self.engine is None:
             return None
-        return {"asleep": bool(self.engine.asleep), "naps": self.naps, "synced": self.synced}
+        return {"asleep": bool(self.engine.asleep), "naps": self.naps, "synced": self.synced,
+                "calls": self.calls}  # fmt: skip
 
     def _sleep(self) -> None:
         if self.engine is not None and not self.engine.asleep:
@@ -113,7 +168,7 @@ class HybridRank(TrainerRank):
 def build_colocated_engine(cfg: Any) -> Any:
     """The engine a hybrid rank holds: the hf engine on CPU (engine.name hf), vLLM's offline
     engine on a GPU rank (engine.name vllm); a ValueError for anything else."""
-    if cfg.engine.name == "hf":
+    if cfg.engine.name == "hf":  # on CPU a full replica, whatever engine.tensor_parallel says
         from deepswe.train.engines.hf import HFEngine
 
         return HFEngine.from_config(cfg)

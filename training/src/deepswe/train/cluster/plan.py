@@ -74,13 +74,26 @@ class Placement:
             out.append(merged)
         return out
 
+    @property
+    def ranked(self) -> bool:
+        """Whether the trainer runs as rank actors (else in the driver): a world above 1, or
+        a CPU run whose engines live in the ranks."""
+        return self.trainer_world > 1 or (self.colocated and self.gpus == 0)
+
     def trainer_bundles(self) -> list[dict[str, float]]:
-        """One bundle per trainer-rank actor, reserved after replica_bundles(): CPU runs of a
-        trainer world above 1 only. A world of 1 trains in the driver; on GPUs the ranks would
-        share the engines' GPU bundles (colocated), which is not built."""
-        if self.gpus or (self.trainer_world == 1 and not self.colocated):
+        """One bundle per trainer-rank actor, reserved after replica_bundles(): CPU runs only.
+        On GPUs the ranks take one GPU each inside the engines' bundles (rank_bundle)."""
+        if self.gpus or not self.ranked:
             return []
         return [{"CPU": self.cpus_per_trainer_rank} for _ in range(self.trainer_world)]
+
+    def rank_bundle(self, r: int) -> int:
+        """The bundle trainer rank r is placed in: its own on CPU (after the engines'), on GPUs
+        the engine replica's bundle holding GPU r (ranks and GPUs are numbered alike, node by
+        node, so a TP group of the trainer shares its node and its engine's bundle)."""
+        if not 0 <= r < self.trainer_world:
+            raise IndexError(f"trainer rank {r}: the world is {self.trainer_world}")
+        return r // self.engine_tp if self.gpus else len(self.replica_bundles()) + r
 
     def cpus(self) -> float:
         """Every CPU the plan asks Ray for: engine and trainer bundles, rollout workers."""
@@ -114,8 +127,12 @@ def placement_plan(cfg: Any) -> Placement:
     tp, pp, cp = par.tensor_parallel, par.pipeline_parallel, par.context_parallel
     workers = cl.rollout_workers or cfg.rollout.concurrency
     if cl.gpus == 0:
-        if etp != 1:
-            raise ValueError(f"engine.tensor_parallel {etp} needs GPUs; cluster.gpus is 0")
+        # cpu_colocate may mirror a GPU plan's engines of TP x CP (each rank a full hf replica)
+        if etp != 1 and not (cl.cpu_colocate and etp == tp * cp):
+            raise ValueError(
+                f"engine.tensor_parallel {etp} needs GPUs; cluster.gpus is 0 (with "
+                f"cluster.cpu_colocate it may be TP x CP = {tp * cp}: the fan-out's stand-in)"
+            )
         dp = cl.cpu_data_parallel
         if cl.cpu_colocate and cfg.backend.name != "megatron":
             raise ValueError(
@@ -124,7 +141,7 @@ def placement_plan(cfg: Any) -> Placement:
             )
         return Placement(
             gpus=0, nodes=1, gpus_per_node=0,
-            engine_replicas=dp if cl.cpu_colocate else 1, engine_tp=1,
+            engine_replicas=dp if cl.cpu_colocate else 1, engine_tp=etp,
             trainer_world=tp * pp * cp * dp, trainer_tp=tp, trainer_pp=pp, trainer_cp=cp,
             trainer_dp=dp, colocated=cl.cpu_colocate, rollout_workers=workers,
             cpus_per_rollout_worker=cl.cpus_per_rollout_worker,

@@ -63,9 +63,11 @@ class TrainerRank:
         import torch.distributed as dist
 
         try:
+            nccl = str(self.cfg.model.device).startswith("cuda")  # one GPU a rank (Ray's)
             dist.init_process_group(
-                "gloo", init_method=init_method, rank=self.rank, world_size=self.world
-            )
+                "nccl" if nccl else "gloo", init_method=init_method, rank=self.rank,
+                world_size=self.world,
+            )  # fmt: skip
             self.backend = build_backend(self.cfg)
         except BaseException as e:  # a join called without waiting for it (rank 0, tcp)
             self.failed = e

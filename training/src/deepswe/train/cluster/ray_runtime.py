@@ -15,10 +15,11 @@ to a worker: each worker loads the same tasks itself and plays the job with
 With `cluster.cpu_colocate` the engines live inside the trainer ranks instead (hybrid.py:
 HybridRank, one engine per model-parallel group, weights synced in place): no EngineActor, the
 workers sample from the engine-holding ranks, and the trainer pushes weights through
-`push_weights`. Trainer ranks run on CPU only: the megatron backend trains over gloo on CPU, so
-a GPU plan whose trainer world is above 1 (deepswe-32b's 64 ranks included) stops in
-`RayScheduler.start` with NotImplementedError. GPU placement (an engine actor holding
-`engine.tensor_parallel` GPUs of one node) is tested on declared GPUs only.
+`push_weights`. On GPUs a plan of several trainer ranks (deepswe-32b's 64) places each rank on
+one GPU of its engine replica's bundle (NCCL, megatron on CUDA, vLLM inside the ranks; with
+engines of TP x CP every rank of a group holds a shard and the first fans requests out:
+hybrid.py); `check_gpu_ranks` names the field when the config cannot run that way. GPU placement
+is tested on declared GPUs only; nothing here has run on a real GPU.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from typing import Any
 
 from deepswe.env.trajectory import Trajectory
 from deepswe.train.cluster import require_ray
-from deepswe.train.cluster.hybrid import HybridRank, hosts_engine
-from deepswe.train.cluster.plan import Placement, placement_plan
+from deepswe.train.cluster.hybrid import HybridRank, group_size, hosts_engine
+from deepswe.train.cluster.plan import CPUS_PER_GPU, Placement, placement_plan
 from deepswe.train.cluster.ranks import RankedBackend, launch
 from deepswe.train.engines import Sample
 from deepswe.train.plugins import build_engine, build_source
@@ -157,6 +158,30 @@ def _fmt(res: dict[str, float]) -> str:
     return ", ".join(f"{v:g} {k}" for k, v in sorted(res.items())) or "nothing"
 
 
+def check_gpu_ranks(cfg: Any, plan: Placement) -> None:
+    """What a GPU plan of several trainer ranks needs, each missing piece named by its field:
+    the megatron backend on CUDA, vLLM in the ranks, engines of TP 1 or of the group's TP x CP."""
+    if not plan.gpus or plan.trainer_world == 1:
+        return
+    g = group_size(cfg)
+    wants = {
+        "backend.name": (cfg.backend.name, "megatron"),
+        "model.device": (cfg.model.device, "cuda"),
+        "engine.name": (cfg.engine.name, "vllm"),
+    }
+    for field_name, (have, want) in wants.items():
+        if have != want:
+            raise ValueError(
+                f"{field_name} {have!r}: {plan.trainer_world} trainer ranks on GPUs run the "
+                f"megatron backend on CUDA with vLLM inside the ranks; set {field_name} {want}"
+            )
+    if cfg.engine.tensor_parallel not in (1, g):
+        raise ValueError(
+            f"engine.tensor_parallel {cfg.engine.tensor_parallel}: an engine inside the trainer "
+            f"ranks spans one model-parallel group (TP x CP = {g}) or one GPU (1)"
+        )
+
+
 def engine_options(plan: Placement, pg: Any, i: int) -> dict[str, Any]:
     """Ray actor options placing engine replica i in bundle i of `pg` (all of it: TP GPUs)."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -173,18 +198,24 @@ def engine_options(plan: Placement, pg: Any, i: int) -> dict[str, Any]:
 
 
 def rank_options(plan: Placement, pg: Any) -> list[dict[str, Any]]:
-    """Ray actor options placing trainer rank r in its bundle of `pg` (after the engines')."""
+    """Ray actor options placing trainer rank r in its bundle of `pg` (plan.rank_bundle): its
+    own CPUs on a CPU run; on GPUs one GPU (and CPUS_PER_GPU) of its engine replica's bundle.
+    Ray then sets CUDA_VISIBLE_DEVICES to that GPU alone for the rank's process."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    first = len(plan.replica_bundles())  # 0 when the engines live in the ranks (colocated)
+    if not plan.ranked:
+        return []
+    own = {"num_gpus": 1.0, "num_cpus": CPUS_PER_GPU} if plan.gpus else None
+    cpu = plan.trainer_bundles()
+    # One call at a time (Ray's default): the collectives, and the fan-out's order, need it.
     return [
         {
-            "num_cpus": b["CPU"],
+            **(own or {"num_cpus": cpu[r]["CPU"]}),
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                pg, placement_group_bundle_index=first + r
+                pg, placement_group_bundle_index=plan.rank_bundle(r)
             ),
         }
-        for r, b in enumerate(plan.trainer_bundles())
+        for r in range(plan.trainer_world)
     ]
 
 
@@ -211,13 +242,7 @@ class RayScheduler:
         replicas and the trainer ranks in it and the rollout workers beside it; waits until all
         are up."""
         plan = placement_plan(cfg)
-        if plan.gpus and plan.trainer_world > 1:
-            raise NotImplementedError(
-                f"trainer world {plan.trainer_world} on GPUs: trainer-rank actors run on CPU only "
-                "(the megatron backend trains over gloo on CPU; the hybrid ranks that hold the "
-                f"TP-{plan.engine_tp} engines are built and run on CPU with cluster.cpu_colocate, "
-                "their GPU engine and megatron on CUDA are not)"
-            )
+        check_gpu_ranks(cfg, plan)
         ray = require_ray()
         owns = not ray.is_initialized()
         if owns and cfg.cluster.address is None:
@@ -246,14 +271,14 @@ class RayScheduler:
         ranks: list[Any] = []
         tmp = None
         try:
-            if plan.trainer_bundles():  # first: the slowest to start (each builds the model)
+            if plan.ranked:  # first: the slowest to start (each builds the model)
                 # tcp on a cluster (rank 0's node, asked of it); a file in a temp dir on one box
                 nodes = sum(1 for n in ray.nodes() if n["Alive"])
                 how = "tcp" if cfg.cluster.address is not None or nodes > 1 else "file"
                 threads = max(int(plan.cpus_per_trainer_rank), 1)
                 kind = HybridRank if plan.colocated else None
                 ranks, tmp = launch(cfg, rank_options(plan, pg), how, threads, timeout_s, kind)
-            if plan.colocated:  # the engine-holding ranks serve the samples
+            if ranks and plan.colocated:  # the first rank of each group serves the samples
                 engines = [r for i, r in enumerate(ranks) if hosts_engine(i, cfg)]
             else:
                 host = ray.remote(EngineActor)
@@ -286,9 +311,13 @@ class RayScheduler:
                     f"the engine, {len(workers)} rollout workers and {len(ranks)} trainer ranks "
                     f"did not start within {timeout_s:g} s"
                 ) from None
+            if ranks and plan.colocated and cfg.engine.tensor_parallel > 1:  # the fan-out
+                g = group_size(cfg)
+                ray.get([ranks[i].set_followers.remote(ranks[i + 1 : i + g])
+                         for i in range(0, len(ranks), g)])  # fmt: skip
             backend = RankedBackend(ranks, names[-1], timeout_s, tmp) if ranks else None
             engine = RemoteEngine.over(engines, cfg)
-            push = (lambda: backend.call("sync_weights")) if plan.colocated else None
+            push = (lambda: backend.call("sync_weights")) if ranks and plan.colocated else None
             return cls(plan, engine, workers, pg, actors, owns, backend, push_weights=push)
         except BaseException:
             for a in workers + actors + ranks:

@@ -15,8 +15,10 @@ engine is built without sleep mode and `sleep` is a no-op there, said by `can_sl
 
 Tested on CPU in vLLM's virtualenv (training/tests/test_train_vllm_colocated.py): build, sample
 with seeds, the streamed in-place load against a fresh engine of the same weights. Not run on a
-GPU. Tensor parallelism above 1 inside a rank (vLLM's external_launcher: every rank of the TP
-group holds a shard and must call generate in step) is not built.
+GPU. With `tensor_parallel` above 1 every rank of the group builds its shard through vLLM's
+`external_launcher` executor (the torch.distributed world the trainer formed); every rank must
+then call generate with the same requests in the same order, which the hybrid ranks' fan-out
+guarantees (cluster/hybrid.py). That mode has not run anywhere: it needs several GPUs.
 
 Imports only torch, vLLM and deepswe.train.engines (vLLM's virtualenv has no deepswe.env).
 """
@@ -46,14 +48,16 @@ class ColocatedVLLMEngine:
         gpu_memory_utilization: float = 0.6,
         max_model_len: int | None = None,
         seed: int = 0,
+        tensor_parallel: int = 1,
     ) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the stream by reference
         from vllm import LLM
 
         self.can_sleep = cuda = torch.cuda.is_available()
         self.llm = LLM(
-            model=str(model_path), dtype=dtype, seed=seed, tensor_parallel_size=1,
-            distributed_executor_backend="uni", enable_sleep_mode=cuda,
+            model=str(model_path), dtype=dtype, seed=seed, tensor_parallel_size=tensor_parallel,
+            distributed_executor_backend="uni" if tensor_parallel == 1 else "external_launcher",
+            enable_sleep_mode=cuda,
             gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
             enable_prefix_caching=True,
             # As the vllm engine's server: the plain distribution asked for (not the model
@@ -75,6 +79,7 @@ class ColocatedVLLMEngine:
         return cls(
             cfg.model.path, dtype=cfg.model.dtype, seed=cfg.run.seed,
             max_model_len=ro.max_prompt_tokens + ro.max_response_tokens,
+            tensor_parallel=cfg.engine.tensor_parallel,
         )  # fmt: skip
 
     def _ids(self, prompt: list[int] | list[dict[str, str]]) -> list[int]:

@@ -53,7 +53,8 @@ def sum_grads_over(
     A rank whose share of rows was empty ran no backward and has no gradients: it joins with
     zeros (float32, shaped as the parameter). A parameter with no gradient on any rank keeps
     none, as in a single process."""
-    has = torch.tensor([g is not None for g in grads], dtype=torch.float32)
+    device = params[0].device if params else torch.device("cpu")  # NCCL: CUDA tensors only
+    has = torch.tensor([g is not None for g in grads], dtype=torch.float32, device=device)
     dist.all_reduce(has, op=dist.ReduceOp.MAX, group=group)
     out = [
         g if g is not None or not h else torch.zeros_like(p, dtype=torch.float32)
