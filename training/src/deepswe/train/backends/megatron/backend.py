@@ -55,7 +55,8 @@ class CausalLMView(torch.nn.Module):
         self.gpt = gpt
 
     def forward(self, input_ids: torch.Tensor, **_: Any) -> SimpleNamespace:
-        logits = model.forward_logits(self.gpt, input_ids)
+        device = next(self.gpt.parameters()).device
+        logits = model.forward_logits(self.gpt, input_ids.to(device))
         _, size, group = tp_info()
         if size > 1:
             parts = [torch.empty_like(logits) for _ in range(size)]
