@@ -87,3 +87,38 @@ def test_a_trained_backend_streams_into_a_sleeping_engine(model_dir):
     engine.load_weights(hf_weights(backend))
     engine.wake_up(["kv_cache"])
     assert draw(engine) == draw(reference) != draw(HFEngine(model_dir))
+
+
+def test_the_serving_rank_batches_requests_that_arrive_together(model_dir):
+    """HybridRank.sample from 4 threads at once (as a threaded Ray actor takes the rollout
+    workers' calls): the first request runs alone, the 3 that arrived meanwhile go in the next
+    generate call together; every thread gets what the engine samples for its request alone."""
+    import threading
+
+    from deepswe.train.cluster.hybrid import HybridRank
+    from deepswe.train.config import validate
+
+    torch.set_num_threads(1)
+    cfg = validate({"model": {"path": str(model_dir)}, "data": {"source": "text"}}, "test")
+    rank = HybridRank(cfg, 0, 1, None)  # not joined: no backend, and no Ray needed
+    rank.engine = HFEngine(model_dir)
+    seeds = [1, 2, 3, 4]
+    want = {s: [x.token_ids for x in rank.engine.sample(PROMPT, 2, 1.0, 64, seed=s)] for s in seeds}
+    got: dict[int, list] = {}
+    start = threading.Barrier(len(seeds))
+
+    def call(seed: int) -> None:
+        start.wait()
+        got[seed] = [x.token_ids for x in rank.sample(PROMPT, 2, 1.0, 64, seed=seed)]
+
+    threads = [threading.Thread(target=call, args=(s,)) for s in seeds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert got == want
+    assert rank.requests == 4 and rank.batches < 4  # some requests shared a generate call
+    with pytest.raises(RuntimeError, match="trainer rank 1 serves no samples"):
+        HybridRank(cfg.model_copy(update={"backend": cfg.backend.model_copy(update={
+            "parallel": cfg.backend.parallel.model_copy(update={"tensor_parallel": 2})})}),
+            1, 2, None).sample(PROMPT, 1, 1.0, 4)  # fmt: skip

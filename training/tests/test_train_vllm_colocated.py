@@ -49,6 +49,8 @@ def test_streamed_weights_make_the_engine_sample_as_a_fresh_one(tmp_path):
     fresh = _run(python, b, tmp_path / "fresh.json")
     assert streamed["can_sleep"] is False  # vLLM's CPU build has no sleep mode
     assert streamed["first"] == streamed["again"]  # seeded
+    # sample_many (the hybrid rank's batch): a seeded request samples as it does alone
+    assert streamed["batched"] == streamed["first"] and streamed["batch_sizes"] == [2, 1]
     with safe_open(str(b / "model.safetensors"), framework="pt") as f:
         assert streamed["loaded"] == len(list(f.keys()))  # every tensor of b, one at a time
     assert streamed["after"] == fresh["first"] != streamed["first"]

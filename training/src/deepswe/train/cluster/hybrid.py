@@ -12,7 +12,9 @@ to it. With engine.tensor_parallel = TP x CP (deepswe-32b: 8) every rank of the 
 engine's shard of its GPU, and the group's first rank, which the rollout workers call, fans each
 request out: it asks every other rank of the group to run the same generate call, runs its own,
 and waits for all (vLLM's external_launcher needs every TP rank to call generate with the same
-requests in the same order; the first rank serves one request at a time, so the order is its).
+requests in the same order: the first rank's order). The first rank batches: requests that
+arrive while a generate call runs go together into the next one (vLLM's `sample_many`: one
+generate over their prompts), so concurrent episodes share the engine as they would a server.
 Weights move from the backend to the engine one tensor at a time (`backends.hf_weights`: the
 megatron backend all-gathers each TP-sharded tensor in its group as it comes): never a whole
 state dict, never through Ray's object store.
@@ -27,12 +29,35 @@ offline engine sharing the rank's GPU (engines/vllm_colocated.py): written, not 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from deepswe.train.backends import hf_weights
 from deepswe.train.cluster import require_ray
 from deepswe.train.cluster.ranks import TrainerRank
 from deepswe.train.engines import Sample
+
+# A sampling request as the rollout workers make it: (prompt, n, temperature, max_tokens, seed).
+Request = tuple[Any, int, float, int, "int | None"]
+
+
+class _Pending:
+    """A request waiting in the serving rank's queue, and its result once a batch ran it."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.done = threading.Event()
+        self.result: list[Sample] = []
+        self.error: BaseException | None = None
+
+
+def sample_batch(engine: Any, requests: list[Request]) -> list[list[Sample]]:
+    """Every request's samples from one generate call when the engine has `sample_many` (vLLM:
+    a batch of prompts, each with its own sampling parameters), else one call a request."""
+    many = getattr(engine, "sample_many", None)
+    if many is not None:
+        return many(requests)
+    return [engine.sample(p, n, t, m, seed=s) for p, n, t, m, s in requests]
 
 
 def group_size(cfg: Any) -> int:
@@ -67,8 +92,11 @@ class HybridRank(TrainerRank):
         self.engine: Any = None
         self.synced = 0  # tensors loaded by the last sync
         self.naps = 0  # times the engine was put to sleep (once a step: before old log-probs)
-        self.calls = 0  # generate calls run (the first rank's and its followers' must match)
+        self.batches = 0  # generate calls run (the first rank's and its followers' must match)
+        self.requests = 0  # requests served in them
         self.followers: list[Any] = []  # the group's other engine-holding ranks (fan-out)
+        self._queue: list[_Pending] = []
+        self._queue_lock, self._run_lock = threading.Lock(), threading.Lock()
         super().__init__(cfg, rank, world, init_method, threads)
 
     def join(self, init_method: str) -> None:
@@ -97,37 +125,55 @@ class HybridRank(TrainerRank):
         max_tokens: int,
         seed: int | None = None,
     ) -> list[Sample]:
+        """The group's first rank, called by the rollout workers at once (a threaded actor):
+        requests that arrive while a generate call runs wait and go together in the next one,
+        which every engine-holding rank of the group runs (`follow`), in this rank's order."""
         if self.engine is None or not hosts_engine(self.rank, self.cfg):
             raise RuntimeError(
                 f"trainer rank {self.rank} serves no samples (its group's first does)"
             )
-        if not self.followers:
-            return self.follow(prompt, n, temperature, max_tokens, seed)
-        ray = require_ray()
-        pending = [
-            f.follow.remote(prompt, n, temperature, max_tokens, seed) for f in self.followers
-        ]
-        mine = self.follow(prompt, n, temperature, max_tokens, seed)
-        theirs = ray.get(pending)
-        for i, other in enumerate(theirs, 1):
-            if [s.token_ids for s in other] != [s.token_ids for s in mine]:
-                raise RuntimeError(
-                    f"trainer rank {self.rank + i} sampled other tokens than rank {self.rank} for "
-                    "the same request: the engine's shards are out of step"
-                )
-        return mine
+        job = _Pending((prompt, n, temperature, max_tokens, seed))
+        with self._queue_lock:
+            self._queue.append(job)
+        while not job.done.is_set():
+            with self._run_lock:  # one generate call at a time, on every rank of the group
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                if batch:
+                    self._run(batch)
+        if job.error is not None:
+            raise job.error
+        return job.result
 
-    def follow(
-        self,
-        prompt: list[int] | list[dict[str, str]],
-        n: int,
-        temperature: float,
-        max_tokens: int,
-        seed: int | None = None,
-    ) -> list[Sample]:
-        """One generate call on this rank's engine (shard), as its group's first rank asked."""
-        self.calls += 1
-        return self.engine.sample(prompt, n, temperature, max_tokens, seed=seed)
+    def _run(self, batch: list[_Pending]) -> None:
+        requests = [j.request for j in batch]
+        try:
+            pending = [f.follow.remote(requests) for f in self.followers]
+            mine = self.follow(requests)
+            theirs = require_ray().get(pending) if pending else []
+            for i, other in enumerate(theirs, 1):
+                if [[s.token_ids for s in r] for r in other] != [
+                    [s.token_ids for s in r] for r in mine
+                ]:
+                    raise RuntimeError(
+                        f"trainer rank {self.rank + i} sampled other tokens than rank "
+                        f"{self.rank} for the same requests: the engine's shards are out of step"
+                    )
+            for j, r in zip(batch, mine, strict=True):
+                j.result = r
+        except BaseException as e:
+            for j in batch:
+                j.error = e
+        finally:
+            for j in batch:
+                j.done.set()
+
+    def follow(self, requests: list[Request]) -> list[list[Sample]]:
+        """One generate call over `requests` on this rank's engine (shard), as its group's
+        first rank asked (or ran itself)."""
+        self.batches += 1
+        self.requests += len(requests)
+        return sample_batch(self.engine, requests)
 
     def sync_weights(self) -> int:
         """Collective over the model-parallel group: every rank streams its backend's weights;
@@ -148,7 +194,7 @@ class HybridRank(TrainerRank):
         if self.engine is None:
             return None
         return {"asleep": bool(self.engine.asleep), "naps": self.naps, "synced": self.synced,
-                "calls": self.calls}  # fmt: skip
+                "batches": self.batches, "requests": self.requests}  # fmt: skip
 
     def _sleep(self) -> None:
         if self.engine is not None and not self.engine.asleep:

@@ -207,10 +207,18 @@ def rank_options(plan: Placement, pg: Any) -> list[dict[str, Any]]:
         return []
     own = {"num_gpus": 1.0, "num_cpus": CPUS_PER_GPU} if plan.gpus else None
     cpu = plan.trainer_bundles()
-    # One call at a time (Ray's default): the collectives, and the fan-out's order, need it.
+    group = plan.trainer_tp * plan.trainer_cp
+    # One call at a time (Ray's default): the collectives, and the fan-out's order, need it. The
+    # rank serving a group's samples is threaded, to gather the rollout workers' requests into
+    # one generate call (hybrid.py); the trainer makes one call at a time on it all the same.
     return [
         {
             **(own or {"num_cpus": cpu[r]["CPU"]}),
+            **(
+                {"max_concurrency": plan.rollout_workers + 1}
+                if plan.colocated and r % group == 0
+                else {}
+            ),  # fmt: skip
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=plan.rank_bundle(r)
             ),

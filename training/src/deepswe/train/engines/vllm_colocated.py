@@ -101,19 +101,32 @@ class ColocatedVLLMEngine:
     ) -> list[Sample]:
         """n replies with the log-prob of each sampled token (vLLM's logprobs=0: the sampled
         token's, under the tempered distribution)."""
+        return self.sample_many([(prompt, n, temperature, max_tokens, seed)])[0]
+
+    def sample_many(
+        self, requests: list[tuple[Any, int, float, int, int | None]]
+    ) -> list[list[Sample]]:
+        """`sample` for several requests (prompt, n, temperature, max_tokens, seed) in one
+        generate call, each with its own sampling parameters: the hybrid rank's batch."""
         from vllm import SamplingParams
 
         if self.asleep:
             raise RuntimeError("the engine is asleep: wake_up before sampling")
-        ids = self._ids(prompt)
-        if not ids or n < 1 or max_tokens < 1 or temperature < 0:
-            raise ValueError(f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; got "
-                             f"{len(ids)} ids, {n}, {max_tokens}, {temperature}")  # fmt: skip
-        params = SamplingParams(
-            n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, logprobs=0,
-            skip_special_tokens=False,
-        )  # fmt: skip
-        out = self.llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)[0]
+        prompts, params = [], []
+        for prompt, n, temperature, max_tokens, seed in requests:
+            ids = self._ids(prompt)
+            if not ids or n < 1 or max_tokens < 1 or temperature < 0:
+                raise ValueError(f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; "
+                                 f"got {len(ids)} ids, {n}, {max_tokens}, {temperature}")  # fmt: skip
+            prompts.append({"prompt_token_ids": ids})
+            params.append(SamplingParams(
+                n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, logprobs=0,
+                skip_special_tokens=False,
+            ))  # fmt: skip
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [self._samples(out) for out in outs]
+
+    def _samples(self, out: Any) -> list[Sample]:
         samples = []
         for c in out.outputs:
             toks = list(c.token_ids)
