@@ -141,3 +141,10 @@ def test_training_the_32b_profile_here_prints_the_plan_then_stops_with_the_reaso
     assert "cluster.gpus: this profile needs 64 GPUs" in result.stderr
     assert "huggingface-cli download Qwen/Qwen3-32B" in result.stderr
     assert not Path("/nonexistent/never-written").exists()
+    # On a Ray cluster's head node (the plan's launch line) the GPUs are the cluster's, counted
+    # when the placement group is reserved: this machine's count is no reason to stop.
+    joined = runner.invoke(app, ["train", "--config", str(CONFIGS / "deepswe-32b.yaml"),
+                                 "--out", "/nonexistent/never-written", "cluster.address=auto"])  # fmt: skip
+    assert joined.exit_code == EXIT_CANNOT_RUN and "launch:" in joined.stderr
+    assert "GPUs; found" not in joined.stderr
+    assert "huggingface-cli download Qwen/Qwen3-32B" in joined.stderr

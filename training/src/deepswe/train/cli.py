@@ -55,7 +55,7 @@ def _machine_problems(cfg) -> list[str]:  # cfg: TrainConfig
 
     problems = []
     have = torch.cuda.device_count()
-    if cfg.cluster.gpus > have:
+    if cfg.cluster.gpus > have and cfg.cluster.address is None:  # else: the Ray cluster's GPUs
         problems.append(f"cluster.gpus: this profile needs {cfg.cluster.gpus} GPUs; found {have}")
     if not _model_found(cfg.model.path):
         path = cfg.model.path

@@ -67,10 +67,15 @@ def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
                 f"trainer world {plan.trainer_world}: the hf backend trains in one process; "
                 "ranks that split the work need backend.name megatron"
             )
+        from deepswe.train.cluster.ray_runtime import check_gpu_ranks
+
+        check_gpu_ranks(cfg, plan)
         if importlib.util.find_spec("ray") is None:
             raise RuntimeError(
                 "cluster.scheduler 'ray': Ray is not installed (pip install 'deepswe-train[cluster]')"
             )
+    if cfg.cluster.address is not None:  # a Ray cluster's GPUs: counted when its placement
+        return engine, backend, source  # group is reserved (RayScheduler.start), not here
     have = torch.cuda.device_count()
     if cfg.cluster.gpus > have:
         raise RuntimeError(

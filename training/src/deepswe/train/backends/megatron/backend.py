@@ -122,7 +122,7 @@ class MegatronBackend:
         shim.init_distributed(par.tensor_parallel, 1, par.context_parallel, device=device)
         self.gpt = model.build_model(self.hf_config, par, DTYPES[dtype], device, self.opts)
         self.model = CausalLMView(self.gpt)
-        self._load_hf(_read_hf_weights(self.model_path))
+        self.load_hf_state(read_hf_weights(self.model_path))
         o = self.optim_cfg
         if o.frozen:
             raise NotImplementedError(
@@ -145,7 +145,9 @@ class MegatronBackend:
         )  # fmt: skip
 
     # -- weights ---------------------------------------------------------------------------------
-    def _load_hf(self, hf_sd: dict[str, torch.Tensor]) -> None:
+    def load_hf_state(self, hf_sd: dict[str, torch.Tensor]) -> None:
+        """HF-named weights into this rank's shard (and its main weights); the optimizer's
+        moments are left as they are."""
         full = mapping.hf_to_megatron(hf_sd, self.dims)
         rank, size, _ = tp_info()
         model.load_megatron_state(self.gpt, mapping.tp_shard(full, rank, size))
@@ -334,7 +336,7 @@ class MegatronBackend:
         checkpoint.load(self, Path(directory))
 
 
-def _read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
+def read_hf_weights(path: Path) -> dict[str, torch.Tensor]:
     """Every tensor of an HF checkpoint folder (*.safetensors, sharded or not), on CPU.
     A tied checkpoint has no lm_head.weight; the mapping does not need it."""
     from safetensors.torch import load_file

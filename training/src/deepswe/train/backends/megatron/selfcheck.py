@@ -116,7 +116,7 @@ def _reshard_save(build, vocab: int, rows: int, tmp: str) -> dict:
 def _reshard_load(build, vocab: int, rows: int, tmp: str) -> dict:
     """On another layout: load, step, compare with the straight run; the control loads the
     weights only (fresh AdamW) to show what a lost optimizer state would cost."""
-    from deepswe.train.backends.megatron.backend import _read_hf_weights
+    from deepswe.train.backends.megatron.backend import read_hf_weights
     from deepswe.train.backends.megatron.model import MegatronOptions
 
     u2 = random_batch(vocab, 1, rows)
@@ -126,7 +126,7 @@ def _reshard_load(build, vocab: int, rows: int, tmp: str) -> dict:
     resumed.load(Path(tmp) / "ckpt")
     resumed.train_step(u2)
     control = build(MegatronOptions(distributed_optimizer=True))
-    control._load_hf(_read_hf_weights(Path(tmp) / "ckpt" / "model"))
+    control.load_hf_state(read_hf_weights(Path(tmp) / "ckpt" / "model"))
     control.train_step(u2)
     return {"diff": diff(resumed.state_dict()), "control_diff": diff(control.state_dict())}
 
