@@ -91,6 +91,10 @@ def test_bf16_checkpoints_resume_exactly_with_their_main_weights(model_dir, tmp_
     assert all(torch.equal(got[k], want[k]) for k in want)
     with pytest.raises(ValueError, match="saved with model.dtype bfloat16, this run has float32"):
         MegatronBackend(model_dir, optim=OPTIM).load(tmp_path / "ckpt")
+    other = build_test_model(tmp_path / "other", layers=3)
+    with pytest.raises(ValueError, match=r"of this model's weights are not in the checkpoint "
+                       r"\(first: 'decoder.layers.2."):  # fmt: skip
+        MegatronBackend(other, optim=OPTIM, dtype="bfloat16").load(tmp_path / "ckpt")
 
 
 def test_full_recomputation_changes_no_number(model_dir):

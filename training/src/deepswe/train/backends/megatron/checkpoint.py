@@ -113,6 +113,8 @@ def load(backend: Any, directory: Path) -> dict[str, Any]:
     import torch.distributed.checkpoint as dcp
     from megatron.core.tensor_parallel import random as mrandom
 
+    from deepswe.train.backends.megatron.groups import tp_info
+
     directory = Path(directory)
     saved = json.loads((directory / "dist" / "layout.json").read_text())
     here = layout(backend)
@@ -131,11 +133,13 @@ def load(backend: Any, directory: Path) -> dict[str, Any]:
     }
     stored = set(dcp.FileSystemReader(directory / "dist").read_metadata().state_dict_metadata)
     mesh_sd, _ = _state(backend)  # model parameters: loaded in place
-    from deepswe.train.backends.megatron.groups import tp_info
-
     mesh = _mesh(tp_info()[2])
     for name, st in targets.items():
         mesh_sd.update(_dtensors("optim.", {f"{k}.{name}": t for k, t in st.items()}, mesh))
+    missing = [k for k in mesh_sd if k.startswith("model.") and k not in stored]
+    if missing:
+        raise ValueError(f"{directory}: {len(missing)} of this model's weights are not in the "
+                         f"checkpoint (first: {missing[0][6:]!r}): another model's?")  # fmt: skip
     mesh_sd = {k: v for k, v in mesh_sd.items() if k in stored}
     dcp.load(mesh_sd, checkpoint_id=directory / "dist")
     has = lambda key: key in stored or key + ".gate" in stored  # noqa: E731
