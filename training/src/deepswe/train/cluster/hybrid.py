@@ -97,6 +97,7 @@ class HybridRank(TrainerRank):
         self.followers: list[Any] = []  # the group's other engine-holding ranks (fan-out)
         self._queue: list[_Pending] = []
         self._queue_lock, self._run_lock = threading.Lock(), threading.Lock()
+        self._collective = threading.Lock()
         super().__init__(cfg, rank, world, init_method, threads)
 
     def join(self, init_method: str) -> None:
@@ -179,6 +180,10 @@ class HybridRank(TrainerRank):
         """Collective over the model-parallel group: every rank streams its backend's weights;
         the engine's rank loads them in place (after waking its weights) and wakes its KV cache.
         Returns the tensors loaded (0 on ranks without an engine)."""
+        with self._collective:
+            return self._sync_weights()
+
+    def _sync_weights(self) -> int:
         stream = hf_weights(self.backend)
         if self.engine is None:
             for _ in stream:  # the gathers are collective: take part, keep nothing
@@ -202,13 +207,29 @@ class HybridRank(TrainerRank):
             self.naps += 1
 
     # -- the trainer's side: the engine sleeps before the backend computes -----------------------
+    # The serving rank is a threaded actor: its collective calls take a lock, so that one the
+    # trainer gave up on (RankedBackend's timeout) still runs before the next, as on a plain rank.
     def forward_logprobs(self, batch: Any, positions: Any) -> Any:
-        self._sleep()
-        return super().forward_logprobs(batch, positions)
+        with self._collective:
+            self._sleep()
+            return super().forward_logprobs(batch, positions)
 
     def train_step(self, batch: Any) -> Any:
-        self._sleep()
-        return super().train_step(batch)
+        with self._collective:
+            self._sleep()
+            return super().train_step(batch)
+
+    def state_dict(self, reply: bool = True) -> Any:
+        with self._collective:
+            return super().state_dict(reply)
+
+    def save(self, directory: str) -> None:
+        with self._collective:
+            super().save(directory)
+
+    def load(self, directory: str) -> None:
+        with self._collective:
+            super().load(directory)
 
 
 def build_colocated_engine(cfg: Any) -> Any:
