@@ -104,7 +104,7 @@ class BackendConfig(_Section):
     )
     megatron: MegatronOptions = Field(
         default_factory=MegatronOptions,
-        description="megatron: distributed optimizer, activation recomputation",
+        description="megatron: distributed optimizer, sequence parallelism, recomputation",
     )
 
 

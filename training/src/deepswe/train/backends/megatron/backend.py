@@ -122,6 +122,7 @@ class MegatronBackend:
         shim.init_distributed(par.tensor_parallel, 1, par.context_parallel, device=device)
         self.gpt = model.build_model(self.hf_config, par, DTYPES[dtype], device, self.opts)
         self.model = CausalLMView(self.gpt)
+        self.optimizer: MainWeightsAdamW | None = None  # built on the loaded weights, below
         self.load_hf_state(read_hf_weights(self.model_path))
         o = self.optim_cfg
         if o.frozen:
@@ -151,7 +152,7 @@ class MegatronBackend:
         full = mapping.hf_to_megatron(hf_sd, self.dims)
         rank, size, _ = tp_info()
         model.load_megatron_state(self.gpt, mapping.tp_shard(full, rank, size))
-        if hasattr(self, "optimizer"):  # mixed precision: the main weights follow
+        if self.optimizer is not None:  # mixed precision: the main weights follow
             self.optimizer.refresh_main()
 
     def state_dict(self) -> dict[str, torch.Tensor]:

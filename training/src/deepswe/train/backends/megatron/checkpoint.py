@@ -58,18 +58,14 @@ def _dtensors(prefix: str, tensors: dict[str, torch.Tensor], mesh: Any) -> dict[
     return out
 
 
-def _state(backend: Any) -> tuple[dict[str, Any], dict[str, dict[str, torch.Tensor]]]:
-    """The DCP state dict (DTensors over this rank's tensors, storage shared) and the owned
-    optimizer state it wraps."""
-    from deepswe.train.backends.megatron.groups import tp_info
-
-    mesh = _mesh(tp_info()[2])
+def _state(backend: Any, mesh: Any, owned: dict[str, dict[str, torch.Tensor]]) -> dict[str, Any]:
+    """The DCP state dict: DTensors over this rank's parameters and over `owned` (optimizer state
+    by parameter name), sharing their storage, so a load fills them in place."""
     params = dict(zip(backend.optimizer.names, backend.optimizer.params, strict=True))
     sd = _dtensors("model.", {n: p.data for n, p in params.items()}, mesh)
-    owned = backend.optimizer.owned_state()
     for name, st in owned.items():
         sd.update(_dtensors("optim.", {f"{k}.{name}": t for k, t in st.items()}, mesh))
-    return sd, owned
+    return sd
 
 
 def layout(backend: Any) -> dict[str, Any]:
@@ -77,7 +73,7 @@ def layout(backend: Any) -> dict[str, Any]:
 
     return {
         "format": FORMAT,
-        "dtype": str(backend.optimizer.params[0].dtype).removeprefix("torch."),
+        "dtype": str(backend.gpt.config.params_dtype).removeprefix("torch."),
         "tensor_parallel": tp_info()[1],
         "data_parallel": dp_info()[1],
         "distributed_optimizer": backend.optimizer.owner is not None,
@@ -90,8 +86,10 @@ def save(backend: Any, directory: Path) -> None:
     import torch.distributed.checkpoint as dcp
     from megatron.core.tensor_parallel import random as mrandom
 
+    from deepswe.train.backends.megatron.groups import tp_info
+
     directory = Path(directory)
-    sd, _ = _state(backend)
+    sd = _state(backend, _mesh(tp_info()[2]), backend.optimizer.owned_state())
     dcp.save(sd, checkpoint_id=directory / "dist")
     if dist.get_rank() == 0:
         (directory / "dist" / "layout.json").write_text(json.dumps(layout(backend), indent=1))
@@ -132,10 +130,7 @@ def load(backend: Any, directory: Path) -> dict[str, Any]:
         for i in opt.mine
     }
     stored = set(dcp.FileSystemReader(directory / "dist").read_metadata().state_dict_metadata)
-    mesh_sd, _ = _state(backend)  # model parameters: loaded in place
-    mesh = _mesh(tp_info()[2])
-    for name, st in targets.items():
-        mesh_sd.update(_dtensors("optim.", {f"{k}.{name}": t for k, t in st.items()}, mesh))
+    mesh_sd = _state(backend, _mesh(tp_info()[2]), targets)  # loaded in place
     missing = [k for k in mesh_sd if k.startswith("model.") and k not in stored]
     if missing:
         raise ValueError(f"{directory}: {len(missing)} of this model's weights are not in the "
