@@ -63,6 +63,8 @@ class _Server(BaseHTTPRequestHandler):
                     }
                 },
             )
+        elif _Server.mode.isdigit():  # that status, e.g. "401"
+            code, doc = int(_Server.mode), {"error": {"message": "refused", "type": "x"}}
         else:
             code, doc = 500, {"error": {"message": "boom", "type": "server_error"}}
         data = json.dumps(doc).encode()
@@ -129,6 +131,27 @@ def test_server_errors_are_infra_and_context_overflow_is_its_own(endpoint):
     _Server.mode = "context"
     with pytest.raises(ContextExceeded):
         p.reply([{"role": "user", "content": "hi"}], timeout=10)
+
+
+@pytest.mark.parametrize("status", ["401", "403", "404", "422"])
+def test_an_endpoint_refusing_the_key_or_the_model_mid_run_is_infra(endpoint, status):
+    """Regression (#23): a key revoked (401/403), a model gone (404: the server restarted with
+    another) or a request shape refused (422) mid-run ended agent_error, which training scores
+    as the model's reward 0; it is the endpoint's failure: infra (the loop ends it infra_error)."""
+    _Server.mode = status
+    p = policy_class("openai")(base_url=endpoint, model="m", retries=0)
+    with pytest.raises(PolicyError) as err:
+        p.reply([{"role": "user", "content": "hi"}], timeout=10)
+    assert err.value.infra and f"Error code: {status}" in str(err.value)
+
+
+def test_a_bad_request_that_is_not_about_context_stays_the_episodes(endpoint):
+    """A 400 is about what the episode sent (agent_error), unlike the endpoint's own failures."""
+    _Server.mode = "400"
+    p = policy_class("openai")(base_url=endpoint, model="m", retries=0)
+    with pytest.raises(PolicyError) as err:
+        p.reply([{"role": "user", "content": "hi"}], timeout=10)
+    assert not err.value.infra and not isinstance(err.value, ContextExceeded)
 
 
 def test_unreachable_endpoint_is_infra():

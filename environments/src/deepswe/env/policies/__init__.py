@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 class PolicyError(Exception):
     """The policy could not answer (after its own retries).
 
-    `infra=True` (the endpoint was unreachable, overloaded or timed out) ends the episode as
-    infra_error, which training drops instead of scoring 0; otherwise agent_error (the request
-    was refused for what the episode sent, e.g. a malformed chat).
+    `infra=True` (the endpoint was unreachable, overloaded or timed out, refused the key or
+    no longer serves the model) ends the episode as infra_error, which training drops instead
+    of scoring 0; otherwise agent_error (the request was refused for what the episode sent,
+    e.g. a malformed chat).
     """
 
     def __init__(self, message: str, *, infra: bool = False) -> None:

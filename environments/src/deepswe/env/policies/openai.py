@@ -2,6 +2,10 @@
 
 Retries with exponential backoff live in the `openai` client (max_retries); usage is recorded
 per reply. With `logprobs=True` (vLLM) the sampled tokens' log-probs come back too.
+
+What the endpoint fails on (unreachable, overloaded, key refused, model not served) is an infra
+PolicyError; what the server refuses in the chat itself (a 400) is the episode's.
+`deepswe.env.policies.endpoint` checks the endpoint once before a run's first episode.
 """
 
 from __future__ import annotations
@@ -68,6 +72,13 @@ class OpenAIPolicy:
             self._openai.APIConnectionError,  # includes APITimeoutError
             self._openai.InternalServerError,
             self._openai.RateLimitError,
+            # The endpoint, not the episode: a key refused (401, 403), a model no longer served
+            # (404: the server was restarted with another), a request shape the server does not
+            # take (422). Scored as agent_error they would train the model on a reward 0.
+            self._openai.AuthenticationError,
+            self._openai.PermissionDeniedError,
+            self._openai.NotFoundError,
+            self._openai.UnprocessableEntityError,
         ) as exc:
             raise PolicyError(f"{c.base_url} ({c.model}): {exc}", infra=True) from exc
         except self._openai.OpenAIError as exc:
