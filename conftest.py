@@ -1,4 +1,5 @@
-"""Shared pytest hooks: tests marked `docker` need an engine, tests marked `gpu` a CUDA device.
+"""Shared pytest hooks: tests marked `docker` need an engine, tests marked `gpu` a CUDA device;
+and `models_endpoint`, the test server of OpenAI-compatible endpoint checks (every subproject).
 
 Without an engine docker tests are skipped with the reason, except under CI (CI=true), where a
 missing engine is an error: CI always has Docker, so a skip there would hide untested code.
@@ -8,8 +9,11 @@ gpu tests are deselected by `make test`; run directly without a GPU they skip wi
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -40,3 +44,63 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run docker tests, but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+class ModelsEndpoint(BaseHTTPRequestHandler):
+    """GET /v1/models as vLLM answers it (each model with its `root`), behind a bearer key:
+    401 for another key, 403 for the key `forbidden`, 404 off /v1/models. No chat: the tests
+    that use it check endpoints before the first request. It does not prove that vLLM answers
+    so; training/tests/test_train_vllm.py asks a real vLLM server."""
+
+    key = "sk-test-key"
+    models: list[dict] = []  # set per server by the `models_endpoint` fixture
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        auth = self.headers.get("Authorization", "")
+        if self.path != "/v1/models":
+            code, doc = 404, {"detail": "Not Found"}
+        elif auth == "Bearer forbidden":
+            code, doc = 403, {"error": {"message": "not for this key", "type": "forbidden"}}
+        elif auth != f"Bearer {self.key}":
+            code, doc = 401, {"error": {"message": "Unauthorized", "type": "auth"}}
+        else:
+            code, doc = 200, {"object": "list", "data": self.models}
+        data = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class ModelsEndpoints:
+    """Starts ModelsEndpoint servers for one test; `key` is the key they take."""
+
+    key = ModelsEndpoint.key
+
+    def __init__(self) -> None:
+        self.servers: list[ThreadingHTTPServer] = []
+
+    def serve(self, models: dict[str, str | None]) -> str:
+        """A server listing `models` (id -> root); its base URL, http://127.0.0.1:PORT/v1."""
+        listed = [{"id": m, "object": "model", "created": 0, "owned_by": "vllm", "root": r,
+                   "parent": None} for m, r in models.items()]  # fmt: skip
+        handler = type("Handler", (ModelsEndpoint,), {"models": listed})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+@pytest.fixture
+def models_endpoint():
+    """`models_endpoint.serve({"tiny-qwen3": "/models/tiny-qwen3"})`: the base URL of a real
+    HTTP server answering GET /v1/models with those models; `models_endpoint.key` its key."""
+    endpoints = ModelsEndpoints()
+    yield endpoints
+    for server in endpoints.servers:
+        server.shutdown()
+        server.server_close()

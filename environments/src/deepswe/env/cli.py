@@ -146,12 +146,14 @@ def episode(
     from deepswe.env.agent.loop import EpisodeLimits
     from deepswe.env.episode import run_task
     from deepswe.env.policies import PolicySpec, make_policy
+    from deepswe.env.policies.endpoint import EndpointError, check_policy_endpoint
 
     task = _task(tasks, instance_id)
     spec = PolicySpec(name=policy.value, base_url=base_url, model=model, temperature=temperature)
     try:
         chosen = make_policy(spec, task)
-    except ValueError as err:
+        check_policy_endpoint(spec)  # a wrong URL, key or model name: said now, not as infra_error
+    except (ValueError, EndpointError) as err:
         typer.secho(str(err), fg="red", err=True)
         raise typer.Exit(2) from None
     traj = run_task(
