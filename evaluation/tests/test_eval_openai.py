@@ -30,12 +30,23 @@ pytestmark = pytest.mark.docker
 CLI = str(Path(sys.executable).with_name("deepswe-eval"))
 
 
-def _server(tasks, seen: list[dict]) -> ThreadingHTTPServer:
-    """Replies turn i of the task named in the chat with its i-th gold action; reports usage."""
+def _server(tasks, seen: list[dict], root: str | None = None) -> ThreadingHTTPServer:
+    """Replies turn i of the task named in the chat with its i-th gold action; reports usage.
+    GET /v1/models lists `toy-model`, loaded from `root` (vLLM's field)."""
     scripts = {t.instance_id: [*patch_to_actions(t.gold_patch), FINISH] for t in tasks}
     by_statement = {t.problem_statement: t.instance_id for t in tasks}
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            model = {"id": "toy-model", "object": "model", "created": 0, "owned_by": "x",
+                     "root": root}  # fmt: skip
+            data = json.dumps({"object": "list", "data": [model]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self):  # noqa: N802 - http.server's name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"model": body["model"], "temperature": body.get("temperature")})
@@ -86,9 +97,15 @@ def toy(tmp_path_factory):
 
 
 def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
+    """...and the run card records what the endpoint served: its root and weights' digest."""
+    from deepswe.eval.weights import weights_digest
+
     tasks, data = toy
     seen: list[dict] = []
-    srv = _server(tasks, seen)
+    ckpt = tmp_path / "toy-model"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"\x01" * 1024)
+    srv = _server(tasks, seen, root=str(ckpt))
     out = tmp_path / "run"
     try:
         res = subprocess.run(
@@ -119,8 +136,12 @@ def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
     assert m["counts"] == {"resolved": 4}
     assert m["completion_tokens"]["min"] == 11 * 2  # one edit + finish per episode, 11 each
     assert m["prompt_tokens"]["min"] > 0
-    policy = json.loads((out / "config.json").read_text())["eval"]["policy"]
+    card = json.loads((out / "config.json").read_text())
+    policy = card["eval"]["policy"]
     assert (policy["model"], policy["temperature"]) == ("toy-model", 0.7)
+    assert card["served_weights"] == {
+        "model": "toy-model", "root": str(ckpt), "digest": weights_digest(ckpt)
+    }  # fmt: skip
     pred = json.loads((out / "predictions/run-1.jsonl").read_text().splitlines()[0])
     assert pred["model_name_or_path"] == "toy-model" and "+    return a + b" in pred["model_patch"]
 

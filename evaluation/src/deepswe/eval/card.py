@@ -5,6 +5,11 @@ dataset's content, the task selection, the prompts and every protocol field of t
 config (`config.PROTOCOL`: policy, runs, retries, episode and sandbox limits, SWE-bench
 environments) with the card on disk and refuses, naming each difference. Operational fields
 (workers, the endpoint URL, tolerated infra errors, code version) may change.
+
+For a policy served at an endpoint the card also records what the server said it serves
+(`served_weights`: the model id, vLLM's `root`, and the digest of the weight files when that
+root is a folder here). The endpoint may move, so this is not compared on resume, except that
+a resume against other weights (both digests known and different) is refused.
 """
 
 from __future__ import annotations
@@ -21,10 +26,40 @@ from deepswe.data.task import Task
 from deepswe.env.agent import prompts
 from deepswe.eval.config import EvalConfig, protocol_values
 from deepswe.eval.store import RunStore, atomic_write_json
+from deepswe.eval.weights import NoWeights, weights_digest
 
 
 class ProtocolMismatch(Exception):
     """A resume asked for a different protocol than the run folder holds."""
+
+
+class ServedWeights(BaseModel):
+    """What the policy's endpoint said it serves when the run started (or last resumed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="the model id the server answered")
+    root: str | None = Field(
+        description="the server's `root` for it (vLLM: the folder or hub id it loaded)"
+    )
+    digest: str | None = Field(
+        description="deepswe.eval.weights.weights_digest(root) when root is a folder here with "
+        "weight files, else None"
+    )
+
+
+def served_weights(model: str, root: str | None) -> ServedWeights:
+    """The record of a served model; its weights digested when `root` is a folder here.
+
+    A relative root is read from this process's working folder (a server started beside the
+    run, as `make reproduce` does)."""
+    digest = None
+    if root and Path(root).is_dir():
+        try:
+            digest = weights_digest(root)
+        except NoWeights:  # a folder without weight files (a LoRA, a tokenizer): nothing to pin
+            digest = None
+    return ServedWeights(model=model, root=root, digest=digest)
 
 
 class RunCard(BaseModel):
@@ -39,14 +74,18 @@ class RunCard(BaseModel):
     prompt_sha256: str = Field(description="sha256 of the system + user prompt templates used")
     code_version: str = Field("", description="`git describe --always --dirty` of this checkout")
     started_at: str = Field("", description="UTC time the run folder was created")
+    served_weights: ServedWeights | None = Field(
+        None, description="openai policies: what the endpoint serves; None for other policies"
+    )
 
     @property
     def runs(self) -> int:
         return self.eval.runs
 
 
-def make_card(cfg: EvalConfig, tasks: list[Task]) -> RunCard:
-    """The card of an evaluation of `tasks` (in run order) under `cfg`, started now."""
+def make_card(cfg: EvalConfig, tasks: list[Task], served: ServedWeights | None = None) -> RunCard:
+    """The card of an evaluation of `tasks` (in run order) under `cfg`, started now; `served`:
+    what the policy's endpoint serves (openai policies)."""
     return RunCard(
         dataset=cfg.dataset,
         dataset_sha256=tasks_sha256(tasks),
@@ -55,6 +94,7 @@ def make_card(cfg: EvalConfig, tasks: list[Task]) -> RunCard:
         prompt_sha256=prompt_sha256(cfg.episode.prompt_variant),
         code_version=code_version(),
         started_at=utc_now(),
+        served_weights=served,
     )
 
 
@@ -75,10 +115,22 @@ def open_run(out: Path, card: RunCard) -> tuple[RunStore, RunCard]:
     if store.config_path.exists():
         old = read_card(store)
         check_resume(old, card)
-        card = card.model_copy(update={"started_at": old.started_at})
+        card = card.model_copy(
+            update={"started_at": old.started_at, "served_weights": _kept(old, card)}
+        )
     store.root.mkdir(parents=True, exist_ok=True)
     atomic_write_json(store.config_path, card.model_dump(mode="json"))
     return store, card
+
+
+def _kept(old: RunCard, new: RunCard) -> ServedWeights | None:
+    """The served weights a resumed card records: the new answer, unless it only lacks the
+    digest the old one has for the same model and root (a resume from a machine that cannot
+    read the folder must not erase what the start measured)."""
+    a, b = old.served_weights, new.served_weights
+    if a and b and b.digest is None and (a.model, a.root) == (b.model, b.root):
+        return a
+    return b
 
 
 def _compared(card: RunCard) -> dict[str, object]:
@@ -92,9 +144,14 @@ def _compared(card: RunCard) -> dict[str, object]:
 
 
 def check_resume(old: RunCard, new: RunCard) -> None:
-    """Raise ProtocolMismatch naming every protocol field that differs."""
+    """Raise ProtocolMismatch naming every protocol field that differs, and the served
+    weights' digest when both cards know it and it differs."""
     a, b = _compared(old), _compared(new)
     diffs = [f"{k}: on disk {_short(a[k])}, asked {_short(b[k])}" for k in a if a[k] != b[k]]
+    was, now = (c.served_weights.digest if c.served_weights else None for c in (old, new))
+    if was is not None and now is not None and was != now:  # the endpoint now serves other weights
+        diffs.append(f"served_weights.digest: on disk {_short(was)}, asked {_short(now)} "
+                     "(the endpoint serves other weights than the run started with)")  # fmt: skip
     if diffs:
         raise ProtocolMismatch(
             "this run folder was started with a different protocol; use a new --out, or the "

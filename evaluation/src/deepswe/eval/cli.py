@@ -74,13 +74,34 @@ def prepare_tasks(tasks, cfg):
         _fail(str(exc))
 
 
-def _open(out: Path, cfg, tasks):
+def _check_endpoint(cfg):
+    """What the openai policy's endpoint serves, asked before anything is written; a wrong URL,
+    key or model name exits 2 with one line. None for policies without an endpoint."""
+    from deepswe.env.policies.endpoint import EndpointError, check_policy_endpoint
+    from deepswe.eval.card import served_weights
+
+    try:
+        served = check_policy_endpoint(cfg.policy)
+    except (EndpointError, ValueError) as exc:
+        _fail(str(exc))
+    if served is None:
+        return None
+    record = served_weights(served.id, served.root)  # digests a local folder's weight files
+    typer.echo(
+        f"endpoint {cfg.policy.base_url}: {served.id} from {served.root or '(root not said)'}"
+        + (f", weights digest {record.digest[:12]}" if record.digest else ""),
+        err=True,
+    )
+    return record
+
+
+def _open(out: Path, cfg, tasks, served=None):
     """The run folder for (cfg, tasks): created, or resumed after checking its card."""
     from deepswe.eval.card import ProtocolMismatch, make_card, open_run
 
     resuming = (out / "config.json").exists()
     try:
-        store, _ = open_run(out, make_card(cfg, tasks))
+        store, _ = open_run(out, make_card(cfg, tasks, served))
     except ProtocolMismatch as exc:
         _fail(f"{out}: {exc}")
     if resuming:
@@ -152,11 +173,12 @@ def run(
         typer.echo(cfg.model_dump_json(indent=1))
         return
     _preflight(cfg.sandbox_backend)
+    served = _check_endpoint(cfg)
     tasks = load_dataset(cfg.dataset, ids, limit)
     if not tasks:
         _fail(f"dataset {cfg.dataset}: no tasks selected")
     tasks, unsupported = prepare_tasks(tasks, cfg)
-    store = _open(out, cfg, tasks)
+    store = _open(out, cfg, tasks, served)
     _clean_leftover_sandboxes(cfg.sandbox_backend)
     try:
         run_all(tasks, cfg, store, unsupported=unsupported)
