@@ -201,3 +201,23 @@ def test_tts_end_to_end_on_two_swe_mini_tasks(tmp_path):
     assert again.exit_code == 0 and "candidates: done before" in again.output
     changed = CliRunner().invoke(app, [*args, "tts.test_mixture.wrong=3"])
     assert changed.exit_code == 2 and "tts.test_mixture.wrong" in changed.output
+
+
+def test_a_served_judge_is_checked_before_anything_runs_or_is_written(
+    tmp_path, models_endpoint, monkeypatch
+):
+    """Regression (#23): a wrong tts.judge.model surfaced only in the ef stage, after every
+    candidate had run, as a store of ERROR verdicts."""
+    url = models_endpoint.serve({"judge-lora": "/models/judge"})
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    out = tmp_path / "o"
+    judge = [f"tts.judge.base_url={url}", "tts.judge.model=judge-lora", "tts.judge.tokenizer=t"]
+    res = CliRunner().invoke(app, ["tts", "--config", str(TINY), "--out", str(out), *judge])
+    assert res.exit_code == 2, res.output
+    assert f"the key in $OPENAI_API_KEY was refused by {url} (HTTP 401" in res.output
+    monkeypatch.setenv("OPENAI_API_KEY", models_endpoint.key)
+    res = CliRunner().invoke(app, ["tts", "--config", str(TINY), "--out", str(out), *judge[:1],
+                                   "tts.judge.model=judge", *judge[2:]])  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert f"model 'judge' is not served at {url}; it serves: judge-lora" in res.output
+    assert not out.exists()

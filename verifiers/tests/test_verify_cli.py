@@ -150,3 +150,23 @@ def test_score_names_what_is_missing(tmp_path: Path) -> None:
         res = runner.invoke(app, ["score", "--run", str(run), *args])
         assert res.exit_code == 2 and message in res.output, (args, res.output)
     assert not (run / "verdicts").exists()  # nothing scored, nothing written
+
+
+@pytest.mark.parametrize("verifier", ["ef", "reproduction"])
+def test_score_checks_its_endpoint_before_the_first_candidate(
+    tmp_path: Path, models_endpoint, monkeypatch, verifier: str
+) -> None:
+    """A served judge (ef) or test-writing agent (reproduction) is asked for its models first:
+    a wrong name exits 2 with one line naming what is served, before any verdict is stored.
+    (The root conftest's test server: a real HTTP server, not vLLM.)"""
+    url = models_endpoint.serve({"judge-lora": "/models/judge"})
+    monkeypatch.setenv("OPENAI_API_KEY", models_endpoint.key)
+    run = tmp_path / "run"
+    if verifier == "ef":
+        args = ["--judge-url", url, "--judge-model", "judge", "--judge-tokenizer", "unused"]
+    else:
+        args = ["--writer", "agent", "--writer-url", url, "--writer-model", "judge"]
+    res = runner.invoke(app, ["score", "--run", str(run), "--verifier", verifier, *args])
+    assert res.exit_code == 2, res.output
+    assert f"model 'judge' is not served at {url}; it serves: judge-lora" in res.output
+    assert not run.exists()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -21,6 +21,10 @@ from pydantic import ValidationError
 from deepswe.verify.recorded import RecordedError, load_recorded
 from deepswe.verify.report import build_report
 from deepswe.verify.run_pools import load_run_pools
+
+if TYPE_CHECKING:
+    from deepswe.env.policies import PolicySpec
+    from deepswe.env.policies.endpoint import EndpointConfig
 
 app = typer.Typer(
     help="Verifiers and test-time selection: Best@k of EF, EB and hybrid selection.",
@@ -80,7 +84,9 @@ def _judge(path, url, model, tokenizer):
                     "--judge-tokenizer")  # fmt: skip
     from deepswe.verify.ef.endpoint import EndpointJudge, EndpointJudgeConfig
 
-    return EndpointJudge(EndpointJudgeConfig(base_url=url, model=model, tokenizer=tokenizer))
+    config = EndpointJudgeConfig(base_url=url, model=model, tokenizer=tokenizer)
+    _check_endpoint(config)
+    return EndpointJudge(config)
 
 
 def _writer(kind, url, model):
@@ -92,7 +98,24 @@ def _writer(kind, url, model):
         raise _fail("--writer: scripted-standin, or agent with --writer-url and --writer-model")
     from deepswe.env.policies import PolicySpec
 
-    return AgentTestWriter(PolicySpec(name="openai", base_url=url, model=model))
+    spec = PolicySpec(name="openai", base_url=url, model=model)
+    _check_endpoint(spec)
+    return AgentTestWriter(spec)
+
+
+def _check_endpoint(endpoint: EndpointConfig | PolicySpec) -> None:
+    """Ask an endpoint (a judge's config, or a policy's spec) for its models before the first
+    candidate: a wrong URL, key or model name exits 2 with one line, not a store of failures."""
+    from deepswe.env.policies import PolicySpec
+    from deepswe.env.policies.endpoint import EndpointError, check_endpoint, check_policy_endpoint
+
+    try:
+        if isinstance(endpoint, PolicySpec):
+            check_policy_endpoint(endpoint)
+        else:
+            check_endpoint(endpoint)
+    except EndpointError as exc:
+        raise _fail(str(exc)) from None
 
 
 @app.command("select")

@@ -181,18 +181,42 @@ def stage_judge(ctx: Ctx) -> None:
         raise TTSError("deepswe-train judge failed (its message is above)")
 
 
-def make_tts_judge(ctx: Ctx):
-    j = ctx.cfg.judge
-    if j.base_url:
-        from deepswe.verify.ef.endpoint import EndpointJudge, EndpointJudgeConfig
+def served_judge(ctx: Ctx):
+    """The served judge's endpoint config (tts.judge.base_url set)."""
+    from deepswe.verify.ef.endpoint import EndpointJudgeConfig
 
-        if not (j.model and j.tokenizer):
-            raise TTSError("tts.judge.base_url needs tts.judge.model and tts.judge.tokenizer")
-        return EndpointJudge(EndpointJudgeConfig(base_url=j.base_url, model=j.model,
-                                                 tokenizer=j.tokenizer))  # fmt: skip
+    j = ctx.cfg.judge
+    if not (j.base_url and j.model and j.tokenizer):
+        raise TTSError("tts.judge.base_url needs tts.judge.model and tts.judge.tokenizer")
+    return EndpointJudgeConfig(base_url=j.base_url, model=j.model, tokenizer=j.tokenizer)
+
+
+def make_tts_judge(ctx: Ctx):
+    if ctx.cfg.judge.base_url:
+        from deepswe.verify.ef.endpoint import EndpointJudge
+
+        return EndpointJudge(served_judge(ctx))
     from deepswe.verify.ef.local import LocalJudge
 
     return LocalJudge(ctx.out / "judge" / "model" / "merged")
+
+
+def check_endpoints(ctx: Ctx, stages: dict) -> None:
+    """Ask each endpoint a stage still to run will use for its models, before the first stage:
+    a wrong URL, key or model name stops the run in a second, with one line, not after hours
+    of candidates (deepswe-eval run checks the policy's again before its episodes)."""
+    from deepswe.env.policies.endpoint import EndpointError, check_endpoint, check_policy_endpoint
+
+    todo = {name for name in STAGES if not stages.get(name, {}).get("done")}
+    policy_used = ("candidates" in todo and any(kind_counts(ctx, s)["model"] for s in ctx.tasks)
+                   or "eb" in todo and ctx.cfg.eb.writer == "agent")  # fmt: skip
+    try:
+        if ctx.cfg.judge.base_url and "ef" in todo:
+            check_endpoint(served_judge(ctx))
+        if policy_used:
+            check_policy_endpoint(ctx.eval_cfg.policy)
+    except EndpointError as exc:
+        raise TTSError(str(exc)) from None
 
 
 def stage_ef(ctx: Ctx) -> None:
@@ -273,8 +297,6 @@ def run_tts(
 
     resolved = {"tts": cfg.model_dump(mode="json"), "eval": eval_cfg.model_dump(mode="json")}
     check_resume(out, resolved)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "config.json", resolved)
     ctx = Ctx(profile, out, cfg, eval_cfg, eval_overrides, log)
     picks = (
         [("test", cfg.test)] if cfg.judge.base_url else [("train", cfg.train), ("test", cfg.test)]
@@ -291,6 +313,9 @@ def run_tts(
         kind_counts(ctx, split)  # the notes, on every resume too
     if cfg.eb.writer == "scripted-standin":
         ctx.notes.append(STANDIN)
+    check_endpoints(ctx, stages)  # before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", resolved)
     runners = {"candidates": stage_candidates, "judge": stage_judge, "ef": stage_ef,
                "eb": stage_eb}  # fmt: skip
     for name in STAGES[:-1]:
