@@ -11,6 +11,7 @@ import torch
 
 from deepswe.env.trajectory import Ending
 from deepswe.train.config import ConfigError, TrainConfig, validate
+from deepswe.train.metrics import step_metrics
 from deepswe.train.models import build_test_model
 from deepswe.train.sft import SFTConfig
 from deepswe.train.trainer import Trainer, train_from_files
@@ -175,6 +176,9 @@ def test_infra_error_rollouts_leave_the_batch(model_dir, tmp_path):
     assert (counts.dropped, len(update.rollout)) == (1, 7)
     stats = trainer.backend.train_step(update)
     assert not stats.skipped and stats.trained_tokens == int(batch.loss_mask[1:].sum())
+    record = step_metrics(1, batch, counts, stats, 0.0, {})  # the mean of the 7 real rewards
+    assert record["reward/infra_rows"] == 1
+    assert record["reward/mean"] == pytest.approx(float(batch.rewards[1:].mean()))
 
 
 def test_compact_filtered_rows_count_in_the_normaliser_but_cost_no_update(model_dir, tmp_path):

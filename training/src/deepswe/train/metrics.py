@@ -3,6 +3,11 @@
 Appended to runs/ID/metrics.jsonl (one JSON object per step) and, when the `tensorboard`
 package is installed and enabled, to runs/ID/tensorboard/. Keys under `time/` are wall-clock
 seconds; every other key is a deterministic function of the run's seed and config.
+
+Reward metrics (`reward/mean`, `groups/*`) are over the rows whose reward means something:
+infra_error rows (sandbox, endpoint or grading failures: nobody's answer, reward None, dropped
+from the update) are left out and counted in `reward/infra_rows`. A step where every row is
+infra_error has no `reward/mean`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from deepswe.train.algos import FilterCounts
+from deepswe.train.algos.filtering import ALWAYS_DROPPED
 from deepswe.train.backends import StepStats
 from deepswe.train.rollout import RolloutBatch
 
@@ -33,6 +39,24 @@ def group_metrics(rewards: Sequence[float], groups: Sequence[int]) -> dict[str, 
     }
 
 
+def reward_metrics(batch: RolloutBatch) -> dict[str, float]:
+    """reward/mean and the group counts over the batch's non-infra rows; reward/infra_rows.
+
+    Regression (#23): infra_error rows entered the mean as reward 0 (to_batch fills their None
+    with 0), so a step whose endpoint or sandboxes failed read as a model that got worse."""
+    infra = [ending in ALWAYS_DROPPED for ending in batch.endings]
+    scored = [
+        (r, g)
+        for r, g, bad in zip(batch.rewards.tolist(), batch.group_ids.tolist(), infra, strict=True)
+        if not bad
+    ]
+    out: dict[str, float] = {"reward/infra_rows": float(sum(infra))}
+    if scored:
+        out["reward/mean"] = sum(r for r, _ in scored) / len(scored)
+    out.update(group_metrics([r for r, _ in scored], [g for _, g in scored]))
+    return out
+
+
 def step_metrics(
     step: int,
     batch: RolloutBatch,
@@ -41,10 +65,8 @@ def step_metrics(
     logprob_diff: float,
     times: dict[str, float],
 ) -> dict[str, Any]:
-    rewards = batch.rewards.tolist()
     out: dict[str, Any] = {"step": step}
-    out["reward/mean"] = sum(rewards) / max(len(rewards), 1)
-    out.update(group_metrics(rewards, batch.group_ids.tolist()))
+    out.update(reward_metrics(batch))
     out.update(counts.as_dict())
     out["tokens/total"] = float(batch.attention_mask.sum())
     out["tokens/response"] = float(batch.loss_mask.sum())
@@ -67,8 +89,12 @@ def progress_line(record: dict[str, Any], total: int = 0) -> str:
     step = f"step {record['step']}" + (f"/{total}" if total else "")
     trained, masked = int(record.get("filter/trained", 0)), int(record.get("filter/masked", 0))
     secs = record.get("time/step")
-    return (f"{step}: reward {record.get('reward/mean', 0.0):.3f}, {trained} episodes trained, "
-            f"{masked} masked" + (f", {secs:.0f} s" if secs is not None else ""))  # fmt: skip
+    mean = record.get("reward/mean")
+    reward = f"reward {mean:.3f}" if mean is not None else "no reward (every rollout infra_error)"
+    infra = int(record.get("reward/infra_rows", 0))
+    return (f"{step}: {reward}, {trained} episodes trained, {masked} masked"
+            + (f", {infra} infra_error" if infra else "")
+            + (f", {secs:.0f} s" if secs is not None else ""))  # fmt: skip
 
 
 class MetricsLog:

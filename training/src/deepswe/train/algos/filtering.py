@@ -11,8 +11,9 @@ compact filter flags episodes invalid and drops them only after advantages are c
 with its reward. `infra_error` (sandbox died, image missing, harness timeout: nobody's action)
 says nothing about the policy at all: the row is dropped from the batch (keep_rows False), never
 trained on as a failure and never part of a baseline. `drop_endings` drops further endings the
-same way: e.g. `agent_error` when the agent loop uses it for failures of the inference endpoint
-(deepswe.env's loop maps PolicyError to agent_error), which are not the model's doing either.
+same way: e.g. `agent_error` where a plugged-in policy reports its own endpoint's failures as a
+plain PolicyError, which the agent loop ends agent_error (the openai policy marks unreachable,
+overloaded, key-refused and model-not-served endpoints infra, so those end infra_error).
 """
 
 from __future__ import annotations
