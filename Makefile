@@ -163,9 +163,9 @@ reproduce:  ## the main job: every stage for PROFILE, resumable (FRESH=1 starts 
 	$(BIN)/deepswe-reproduce run --config configs/$(PROFILE).yaml $(if $(FRESH),--fresh) \
 	  --setup-seconds $$(( $$(date +%s) - $$(cat runs/.reproduce-$(PROFILE)-setup-start) )) $(REPRODUCE_OVERRIDES)
 
-publish: $(INSTALLED)  ## stage RUN=runs/ID [EVAL=runs/ID] for REPO=ns/name, print the plan; PUSH=1 pushes
+publish: $(INSTALLED)  ## stage RUN=runs/ID [EVAL=runs/ID] for REPO=ns/name, print the plan; PUSH=1 pushes; FORCE=1 past failed checks
 	@[ -n "$(RUN)$(EVAL)" ] && [ -n "$(REPO)" ] || { echo "make publish: set RUN=runs/<train-id> and/or EVAL=runs/<eval-id>, and REPO=namespace/name" >&2; exit 2; }
-	$(BIN)/deepswe-train publish $(RUN) $(if $(EVAL),--eval $(EVAL)) --repo $(REPO) $(if $(PUSH),--push) $(PUBLISH_FLAGS)
+	$(BIN)/deepswe-train publish $(RUN) $(if $(EVAL),--eval $(EVAL)) --repo $(REPO) $(if $(PUSH),--push) $(if $(FORCE),--force) $(PUBLISH_FLAGS)
 
 bench: $(INSTALLED)  ## run the benchmarks in bench/
 	@ls bench/*.py >/dev/null 2>&1 || { echo "make bench: not built yet: no benchmark in bench/" >&2; exit 2; }

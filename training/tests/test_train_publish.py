@@ -2,78 +2,24 @@
 unmodified huggingface_hub client drives over HTTP. Not proven here: the Xet upload path
 (HF_HUB_DISABLE_XET=1) and the real Hub's own validation.
 
-The first tests use small hand-made run folders (fast, every branch of the code); the last two
-publish folders written by the real trainer and by `deepswe-eval run`."""
+The first tests use small run folders (publish_runs.py: a hand-made training run; an evaluation
+written by deepswe-eval's own writers) that are fast and reach every branch of the code; the
+last two publish folders written by the real trainer and by `deepswe-eval run`."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import publish_runs as runs
 import pytest
 
-from deepswe.env.grading.outcomes import Outcome
-from deepswe.env.trajectory import Ending, Trajectory
-from deepswe.eval.metrics import compute_metrics
-from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
 from deepswe.train.publish.stage import MODEL_FILES
 
-HERE = Path(__file__).resolve().parent
-CLI = str(Path(sys.executable).with_name("deepswe-train"))
-TOKEN = "hf_SENTINELtokenNEVERwritten0123456789"
-
-
-def _train_run(root: Path) -> Path:
-    run = root / "train-run"
-    for folder, weights in ((run / "final", b"W" * 4096),
-                            (run / "checkpoints" / "step-000005" / "model", b"V" * 2048)):  # fmt: skip
-        folder.mkdir(parents=True)
-        (folder / "config.json").write_text('{"model_type": "qwen3"}')
-        (folder / "model.safetensors").write_bytes(weights)
-        (folder / "tokenizer.json").write_text("{}")
-        (folder / "optimizer.pt").write_bytes(b"not published")
-    (run / "config.yaml").write_text("run: {name: t, steps: 5}\nmodel: {path: Qwen/Qwen3-32B}\n")
-    (run / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n')
-    return run
-
-
-def _eval_run(root: Path) -> Path:
-    store = RunStore(root / "eval-run")
-    records = []
-    for i in ("a__b-1", "a__b-2"):
-        for k in (0, 1):
-            ok = k == 0 or i == "a__b-1"
-            traj = Trajectory(instance_id=i, policy="gold", messages=[{"role": "user", "content": "fix"}],
-                              ending=Ending.SUBMITTED, patch="diff --git a/x b/x\n",
-                              outcome=Outcome.RESOLVED if ok else Outcome.UNRESOLVED,
-                              reward=1.0 if ok else 0.0)  # fmt: skip
-            rec = EpisodeRecord(instance_id=i, run=k, repo="a/b", status=EpisodeStatus.GRADED,
-                                outcome=traj.outcome, trajectory=traj)  # fmt: skip
-            store.save(rec)
-            records.append(rec)
-    (store.root / "metrics.json").write_text(
-        json.dumps(compute_metrics(records, ["a__b-1", "a__b-2"], 2))
-    )
-    (store.root / "config.json").write_text(
-        json.dumps({"dataset": "swe-mini:test", "code_version": "abc"})
-    )
-    (store.root / "predictions").mkdir()
-    (store.root / "predictions" / "run-0.jsonl").write_text('{"instance_id": "a__b-1"}\n')
-    return store.root
-
-
-def _env(endpoint: str, home: Path) -> dict:
-    return {**os.environ, "HF_ENDPOINT": endpoint, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_XET": "1",
-            "HF_HOME": str(home), "HF_HUB_DISABLE_TELEMETRY": "1"}  # fmt: skip
-
-
-def _publish(tmp_path: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    argv = [CLI, "publish", str(tmp_path / "train-run"), "--eval", str(tmp_path / "eval-run"),
-            "--repo", "tester/tiny-swe", "--staging", str(tmp_path / "stage"), *extra]  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+CLI = runs.CLI
+_publish = runs.publish
 
 
 def _download(env: dict, revisions: list[tuple[str, str, str]]) -> dict[str, Path]:
@@ -95,16 +41,12 @@ def _commits(state, rev: str = "") -> int:
 
 
 @pytest.fixture
-def hub(tmp_path):
-    sys.path.insert(0, str(HERE))
-    try:
-        from hub_server import serve
-    finally:
-        sys.path.remove(str(HERE))
-    server, state, endpoint = serve(TOKEN)
-    _train_run(tmp_path), _eval_run(tmp_path)
-    yield state, _env(endpoint, tmp_path / "hf-home")
-    server.shutdown()
+def hub(tmp_path, hub_server):
+    """The test Hub, a training run and its model's complete evaluation (publish_runs.py)."""
+    state, endpoint = hub_server
+    train = runs.train_run(tmp_path)
+    runs.eval_run(tmp_path, train / "final")
+    return state, runs.env(endpoint, tmp_path / "hf-home")
 
 
 DOWNLOAD = """
@@ -169,7 +111,7 @@ def test_push_round_trips_byte_for_byte_then_a_second_push_is_a_no_op(hub, tmp_p
     outputs = [first.stdout, first.stderr, second.stdout, second.stderr]
     outputs += [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
                 and "hf-home" not in p.parts]  # fmt: skip
-    assert not [o for o in outputs if TOKEN in o]
+    assert not [o for o in outputs if runs.TOKEN in o]
 
 
 def test_an_interrupted_push_resumes_uploading_only_what_is_missing(hub, tmp_path):

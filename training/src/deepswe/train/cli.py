@@ -298,7 +298,12 @@ def publish(
     push: bool = typer.Option(False, "--push", help="push to the Hub (HF_ENDPOINT, HF_TOKEN)"),
     private: bool = typer.Option(False, help="create new repos private"),
     create_pr: bool = typer.Option(False, help="open pull requests instead of committing"),
-    force: bool = typer.Option(False, help="allow tiny weights under a full-reproduction name"),
+    force: bool = typer.Option(
+        False,
+        help="publish anyway: tiny weights under a full-reproduction name, or an "
+        "evaluation failing its checks (incomplete, infra errors, other or unrecorded weights), "
+        "the model card then saying which check was overridden",
+    ),
 ) -> None:
     """Stage a run for the Hub and print the plan; push only with --push."""
     from deepswe.train.publish import PublishError, build_plan, push_plan

@@ -3,6 +3,8 @@ says what was trained, on what, how it was measured, its limits and where it cam
 
 The model-index holds only numbers the evaluation run measured (Pass@1 over its N runs with
 the spread, Best@k when a verifier scored the episodes); with no evaluation run it is left out.
+A number published with --force past a failed check (checks.py) says so beside it, in the body
+and in the model-index's metric name.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from pathlib import Path
 
 import yaml
 from huggingface_hub import DatasetCardData, EvalResult, ModelCardData
+
+from deepswe.train.publish.checks import Finding
 
 # Qwen3 is Apache-2.0; R2E-Gym's training tasks and SWE-bench are MIT-licensed datasets.
 BASE_LICENSE = "apache-2.0"
@@ -26,21 +30,35 @@ def _eval_card(eval_run: Path) -> dict:
     return yaml.safe_load(path.read_text()) if path.is_file() else {}
 
 
-def _eval_results(metrics: dict, card: dict, model_name: str) -> list[EvalResult]:
+def _eval_results(metrics: dict, card: dict, forced: list[Finding]) -> list[EvalResult]:
     dataset = str(card.get("dataset") or "unknown")
     runs = metrics.get("runs")
     common = dict(task_type="text-generation", dataset_type=dataset, dataset_name=dataset)
+    # The Hub shows metric_name beside the value: a forced number says so there too.
+    tag = f"published with --force past: {', '.join(f.check for f in forced)}" if forced else ""
+    spread = f"mean of {runs} runs, std {metrics['pass@1_std']:.4f}"
     out = [EvalResult(**common, metric_type="pass@1", metric_value=metrics["pass@1_mean"],
-                      metric_name=f"Pass@1 (mean of {runs} runs, std {metrics['pass@1_std']:.4f})",
+                      metric_name=f"Pass@1 ({spread}{'; ' + tag if tag else ''})",
                       verified=False)]  # fmt: skip
     for k, v in (metrics.get("best@k") or {}).items():
         out.append(EvalResult(**common, metric_type=f"best@{k}", metric_value=v,
-                              metric_name=f"Best@{k}", verified=False))  # fmt: skip
+                              metric_name=f"Best@{k}" + (f" ({tag})" if tag else ""),
+                              verified=False))  # fmt: skip
     return out
 
 
+def forced_sentences(forced: list[Finding]) -> list[str]:
+    """What a card says next to a number published past failed checks: which, and why the
+    number may not be this model's."""
+    return [f"**Published with `--force` although the check \"{f.check}\" failed:** "
+            f"{f.caveat}" for f in forced]  # fmt: skip
+
+
 def model_card(train: Path, repo: str, weights: int, metrics: dict | None,
-               eval_run: Path | None, dataset_repo: str | None) -> str:  # fmt: skip
+               eval_run: Path | None, dataset_repo: str | None,
+               forced: list[Finding] | None = None) -> str:  # fmt: skip
+    """The model card; `forced` are the checks the evaluation failed and --force overrode."""
+    forced = forced or []
     cfg = _read_config(train)
     base = str((cfg.get("model") or {}).get("path", "unknown"))
     data = str((cfg.get("data") or {}).get("path", "unknown"))
@@ -54,7 +72,7 @@ def model_card(train: Path, repo: str, weights: int, metrics: dict | None,
         pipeline_tag="text-generation",
         tags=["swe-agent", "reinforcement-learning", "grpo", "deepswe-repro"],
         model_name=name,
-        eval_results=_eval_results(metrics, ecard, name) if metrics else None,
+        eval_results=_eval_results(metrics, ecard, forced) if metrics else None,
     )
     steps = (cfg.get("run") or {}).get("steps", "?")
     lines = [
@@ -74,6 +92,8 @@ def model_card(train: Path, repo: str, weights: int, metrics: dict | None,
             "(sample std over runs). Trajectories, predictions and the report: "
             + (f"dataset `{dataset_repo}`." if dataset_repo else "not published."),
         ]
+        for sentence in forced_sentences(forced):
+            lines += ["", sentence]
     else:
         lines += ["Not evaluated in this publication: the card carries no results."]
     lines += [

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepswe.train.publish.cards import dataset_card, model_card
+from deepswe.train.publish.checks import EvalUnreadable, Finding, evaluation_findings, refusal
 
 # The Hub's default .gitattributes sends these to LFS; so does any file of 10 MiB or more.
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".parquet", ".arrow", ".h5",
@@ -124,6 +125,8 @@ def _stage_model(train: Path, eval_run: Path | None, repo: str, dataset_repo: st
     if weights < TINY_WEIGHTS_BYTES and FULL_REPRO_NAME.search(repo) and not force:
         raise StageError(f"{final} holds tiny-profile weights ({weights} bytes) but {repo!r} "
                          "reads like a full DeepSWE reproduction: pick another name, or --force")  # fmt: skip
+    metrics = _eval_metrics(eval_run) if eval_run else None
+    forced = _check_evaluation(eval_run, final, force) if eval_run else []
     main = out / "model-main"
     _stage_model_folder(final, main)
     for name in ("metrics.jsonl", "config.yaml"):
@@ -133,15 +136,9 @@ def _stage_model(train: Path, eval_run: Path | None, repo: str, dataset_repo: st
     if tb.is_dir():
         for p in sorted(tb.rglob("events.*")):
             _link(p, main / "logs" / "tensorboard" / p.relative_to(tb))
-    metrics = _eval_metrics(eval_run) if eval_run else None
-    policy = ((_read_json(eval_run / "config.json").get("eval") or {}).get("policy") or {}
-              if eval_run else {})  # fmt: skip
-    if policy.get("name") in NOT_A_MODEL:
-        raise StageError(f"{eval_run} evaluated the {policy['name']!r} policy, not this model: "
-                         "its numbers cannot go in the model card; publish it alone (--eval "
-                         "without RUN) or evaluate the model with --policy openai")  # fmt: skip
     (main / "README.md").write_text(
-        model_card(train, repo, weights, metrics, eval_run, dataset_repo), encoding="utf-8"
+        model_card(train, repo, weights, metrics, eval_run, dataset_repo, forced),
+        encoding="utf-8",
     )
     # Step branches first: each then starts from the repo's first commit, not from main's files.
     plans = []
@@ -151,6 +148,23 @@ def _stage_model(train: Path, eval_run: Path | None, repo: str, dataset_repo: st
             _stage_model_folder(ckpt / "model", dst)
             plans.append(RepoPlan(repo, "model", ckpt.name, dst))
     return plans + [RepoPlan(repo, "model", "main", main)]
+
+
+def _check_evaluation(eval_run: Path, model: Path, force: bool) -> list[Finding]:
+    """The checks `eval_run` fails as an evaluation of `model`: refused unless `force`, and
+    then returned for the card to name. A policy that is not a model is refused even then."""
+    policy = (_read_json(eval_run / "config.json").get("eval") or {}).get("policy") or {}
+    if policy.get("name") in NOT_A_MODEL:
+        raise StageError(f"{eval_run} evaluated the {policy['name']!r} policy, not this model: "
+                         "its numbers cannot go in the model card; publish it alone (--eval "
+                         "without RUN) or evaluate the model with --policy openai")  # fmt: skip
+    try:
+        findings = evaluation_findings(eval_run, model)
+    except EvalUnreadable as err:
+        raise StageError(str(err)) from None
+    if findings and not force:
+        raise StageError(refusal(eval_run, findings))
+    return findings
 
 
 def _read_json(path: Path) -> dict:
