@@ -61,6 +61,7 @@ class HubState:
     # Another writer's file: committed to main at the next preupload to main, i.e. after
     # the client read the head and before its commit (a race that parentCommit must catch).
     intrude: str | None = None
+    intrude_repo: str | None = None  # the repo id it lands in; None: the first one pushed to
     # LFS objects above this many bytes get the multipart transfer (a part-size `chunk_size`
     # and one URL per part, then a completion POST), as the Hub's LFS server chooses for large
     # files; None: always single-part.
@@ -228,7 +229,7 @@ class Handler(BaseHTTPRequestHandler):
             repo.branches[rev] = start
             return self._send(200, {})
         if op == "preupload":
-            return self._preupload(repo, rev, json.loads(self._body()))
+            return self._preupload(repo_id, repo, rev, json.loads(self._body()))
         if op == "commit":
             return self._commit(kind, repo_id, repo, rev, self._body(), "create_pr" in q)
         return self._error(404, f"no route {self.path}")
@@ -244,8 +245,8 @@ class Handler(BaseHTTPRequestHandler):
                                 "private": repo.private, "siblings":
                                 [{"rfilename": f} for f in sorted(files)]})  # fmt: skip
 
-    def _preupload(self, repo: Repo, rev: str, body: dict):
-        if self.state.intrude and rev == "main":
+    def _preupload(self, repo_id: str, repo: Repo, rev: str, body: dict):
+        if self.state.intrude and rev == "main" and self.state.intrude_repo in (None, repo_id):
             data, path = b"another writer\n", self.state.intrude
             self.state.blobs[git_sha1(data)] = data
             changed = {**repo.commits[repo.branches[rev]], path: (git_sha1(data), False)}

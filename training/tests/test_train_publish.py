@@ -237,19 +237,24 @@ def test_step_branches_hold_exactly_their_checkpoint_and_are_never_rewritten(hub
 def test_a_commit_by_someone_else_during_the_push_is_refused_and_a_rerun_builds_on_it(
     hub, tmp_path
 ):
+    """The rerun commits on top of the other writer's commit; main then holds exactly the
+    plan, so the other writer's file is listed as deleted before it is."""
     state, env = hub
-    state.intrude = "NOTES.md"  # lands on main after the client read its head, before the commit
+    # lands on the model's main after the client read its head, before the commit
+    state.intrude, state.intrude_repo = "NOTES.md", "tester/tiny-swe"
     raced = _publish(tmp_path, env, "--push")
     assert raced.returncode == 3
     (error,) = [x for x in raced.stderr.splitlines() if x.startswith("publish:")]  # one line
     assert "changed on the Hub" in error and "rerun" in error and "Traceback" not in raced.stderr
-    assert "already pushed: model tester/tiny-swe@step-000005" in error
+    assert ("already pushed: dataset tester/tiny-swe-trajectories@main, "
+            "model tester/tiny-swe@step-000005") in error  # fmt: skip
     assert "pushed model tester/tiny-swe@main" not in raced.stdout
     assert _files(state, "model", "tester/tiny-swe", "main") == {".gitattributes", "NOTES.md"}
     again = _publish(tmp_path, env, "--push")
     assert again.returncode == 0, again.stderr
-    assert {"NOTES.md", "config.json", "README.md"} <= _files(state, "model", "tester/tiny-swe",
-                                                              "main")  # fmt: skip
+    assert "  delete NOTES.md" in again.stdout
+    main = _files(state, "model", "tester/tiny-swe", "main")
+    assert {"config.json", "README.md"} <= main and "NOTES.md" not in main
 
 
 def _text_profile(model: Path) -> dict:

@@ -1,8 +1,9 @@
 """Published numbers are the weights' own (#23): `deepswe-train publish` refuses an evaluation
 that is incomplete, has infra errors, evaluated other weights or does not record which, unless
---force, and the card then says so. Evaluation folders are written by deepswe-eval's own writers
-(publish_runs.py); pushes go to the test Hub (hub_server.py), driven by the unmodified
-huggingface_hub client."""
+--force, and the card then says so; a push deletes what an earlier push left and the plan lacks;
+the dataset lands before the model card naming it. Evaluation folders are written by
+deepswe-eval's own writers (publish_runs.py); pushes go to the test Hub (hub_server.py), driven
+by the unmodified huggingface_hub client."""
 
 from __future__ import annotations
 
@@ -119,3 +120,56 @@ def _download_card(env: dict) -> str:
             "print(open(d('tester/tiny-swe', 'README.md')).read())")  # fmt: skip
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, check=True).stdout  # fmt: skip
+
+
+def _model_commits(state, rev: str) -> int:
+    return sum(x == f"POST /api/models/tester/tiny-swe/commit/{rev}" for x in state.log)
+
+
+def test_files_an_earlier_push_left_are_deleted_from_main_in_the_same_commit(hub, tmp_path, final):
+    """Before: a re-export that dropped a file (a stale shard, an old tokenizer file) left it on
+    main beside the new weights, for anyone loading the repo to pick up."""
+    state, env = hub
+    runs.eval_run(tmp_path, final)
+    (final / "added_tokens.json").write_text("{}")
+    first = runs.publish(tmp_path, env, "--push")
+    assert first.returncode == 0, first.stderr
+    repo = state.repos[("model", "tester/tiny-swe")]
+    assert "added_tokens.json" in repo.commits[repo.branches["main"]]
+    (final / "added_tokens.json").unlink()
+    (final / "tokenizer.json").write_text('{"version": 2}')
+    requests = len(state.log)
+    plan = runs.publish(tmp_path, env)  # without --push the Hub is not read, and says so
+    assert plan.returncode == 0 and "the Hub was not read" in plan.stdout
+    assert len(state.log) == requests
+    before, step = _model_commits(state, "main"), _model_commits(state, "step-000005")
+    again = runs.publish(tmp_path, env, "--push")
+    assert again.returncode == 0, again.stderr
+    listed = [x for x in again.stdout.splitlines() if x.startswith("  delete ")]
+    assert listed == ["  delete added_tokens.json  (on the Hub, not in this plan)"]
+    files = repo.commits[repo.branches["main"]]
+    assert "added_tokens.json" not in files and "tokenizer.json" in files
+    assert _model_commits(state, "main") == before + 1  # the new file and the deletion together
+    assert _model_commits(state, "step-000005") == step  # unchanged: nothing to add or delete
+
+
+def test_the_dataset_is_pushed_before_the_model_card_that_names_it(hub, tmp_path, final):
+    state, env = hub
+    runs.eval_run(tmp_path, final)
+    state.fail_commits = 1  # the first commit fails: it must be the dataset's
+    failed = runs.publish(tmp_path, env, "--push")
+    assert failed.returncode == 3 and "dataset tester/tiny-swe-trajectories" in failed.stderr
+    assert "README.md" not in _files(state, "model", "main")
+    done = runs.publish(tmp_path, env, "--push")
+    assert done.returncode == 0, done.stderr
+    commits = [x for x in state.log if "/commit/" in x]
+    dataset = [i for i, x in enumerate(commits) if x.startswith("POST /api/datasets/")]
+    main = [i for i, x in enumerate(commits) if x.endswith("/tiny-swe/commit/main")]
+    assert dataset and main and max(dataset) < min(main)
+    assert "datasets:\n- tester/tiny-swe-trajectories" in _download_card(env)
+    assert RunStore(tmp_path / "eval-run").records()  # the run folder is left as it was
+
+
+def _files(state, kind: str, rev: str) -> set[str]:
+    repo = state.repos.get((kind, "tester/tiny-swe"))
+    return set(repo.commits[repo.ref(rev)]) if repo else set()

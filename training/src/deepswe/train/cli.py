@@ -306,7 +306,7 @@ def publish(
     ),
 ) -> None:
     """Stage a run for the Hub and print the plan; push only with --push."""
-    from deepswe.train.publish import PublishError, build_plan, push_plan
+    from deepswe.train.publish import PublishError, build_plan, push_plan, survey_plan
     from deepswe.train.publish.stage import StageError
 
     out = staging or ((run or eval_run) / "publish")
@@ -314,11 +314,13 @@ def publish(
         plan = build_plan(run, eval_run, repo, dataset_repo, out, force=force)
     except StageError as err:
         raise _fail(f"publish: {err}", EXIT_INVALID) from None
-    typer.echo(plan.render())
     if not push:
+        typer.echo(plan.render())
         typer.echo("not pushed (add --push, or PUSH=1 with make)")
         return
     try:
+        survey_plan(plan, private=private)  # the plan then names what the push deletes
+        typer.echo(plan.render())
         for line in push_plan(plan, private=private, create_pr=create_pr):
             typer.echo(f"pushed {line}")
     except PublishError as err:

@@ -1,11 +1,16 @@
 """Send a staged plan to the Hub with the unmodified huggingface_hub client.
 
-Per repo: create it (exist_ok), read the head of the target revision, commit every file but
-the card with `parent_commit` = that head (a concurrent change makes the Hub refuse the commit),
-then the card in a second commit on top: a card never describes files that are not there. Files
-the Hub already holds are skipped by the client (preupload returns their oids), so an identical
-rerun commits nothing and a rerun after an interruption uploads only what is missing. With
-create_pr each revision gets one pull request (`refs/pr/N`) holding files and card, and the
+First a survey of every repo in the plan's order (dataset, step branches, main): create it
+(exist_ok) and its branch, read the head of the target revision and its files; those the plan
+lacks are printed with the plan as deletions (`.gitattributes` aside: each revision ends up
+holding exactly its plan, so a file of an earlier push, a stale shard say, never outlives it).
+Then per repo: commit every file but the card, and the deletions, with `parent_commit` = the
+surveyed head (a concurrent change makes the Hub refuse the commit, so nothing is deleted that
+was not printed), then the card in a second commit on top: a card never describes files that
+are not there, and the dataset is pushed before the model card that names it. Files the Hub
+already holds are skipped by the client (preupload returns their oids), so an identical rerun
+commits nothing and a rerun after an interruption uploads only what is missing. With create_pr
+each revision gets one pull request (`refs/pr/N`) holding files, deletions and card, and the
 branch itself does not move. The token comes from HF_TOKEN or the user's login, read by the
 client; it is never written anywhere.
 """
@@ -44,18 +49,10 @@ def _adds(r: RepoPlan, paths: list[str]) -> list:
     return [CommitOperationAdd(p, str(r.staging / p)) for p in paths]
 
 
-def _deletions(r: RepoPlan, remote: set[str]) -> list:
-    """A step branch is exactly its checkpoint: a branch made from main after main was
-    published would otherwise carry main's card, logs and any file the checkpoint lacks."""
-    from huggingface_hub import CommitOperationDelete
-
-    if r.revision == "main":  # main may hold files of the owner's own; never deleted
-        return []
-    keep = {f.path for f in r.files} | {".gitattributes"}
-    return [CommitOperationDelete(p) for p in sorted(remote - keep)]
-
-
-def _push_repo(api, r: RepoPlan, private: bool, create_pr: bool) -> str:
+def _survey_repo(api, r: RepoPlan, private: bool) -> None:
+    """Create the repo and branch when missing (no file changes), read the revision's head and
+    list what it holds: every file not in the plan is deleted by the push (`.gitattributes`
+    aside), so the revision ends up holding exactly the plan."""
     api.create_repo(r.repo_id, repo_type=r.repo_type, private=private, exist_ok=True)
     if r.revision != "main":
         api.create_branch(r.repo_id, repo_type=r.repo_type, branch=r.revision, exist_ok=True)
@@ -64,8 +61,18 @@ def _push_repo(api, r: RepoPlan, private: bool, create_pr: bool) -> str:
         raise PublishError(f"{r.repo_type} {r.repo_id} exists and is public; --private does not "
                            "change an existing repo: make it private on the Hub, or drop "
                            "--private")  # fmt: skip
-    head = info.sha
-    deletes = _deletions(r, {s.rfilename for s in info.siblings or []})
+    keep = {f.path for f in r.files} | {".gitattributes"}
+    r.head = info.sha
+    r.deletes = sorted({s.rfilename for s in info.siblings or []} - keep)
+
+
+def _push_repo(api, r: RepoPlan, create_pr: bool) -> str:
+    """Commit on top of the surveyed head (`parent_commit`): if the revision moved since the
+    plan was printed, the Hub refuses and nothing printed as deleted is deleted unseen."""
+    from huggingface_hub import CommitOperationDelete
+
+    head = r.head
+    deletes = [CommitOperationDelete(p) for p in r.deletes or []]
     files = [f.path for f in r.files if f.path != CARD]
     card = [CARD] if any(f.path == CARD for f in r.files) else []
     if create_pr:
@@ -88,15 +95,13 @@ def _push_repo(api, r: RepoPlan, private: bool, create_pr: bool) -> str:
     return head
 
 
-def push_plan(plan: Plan, private: bool = False, create_pr: bool = False) -> list[str]:
-    """Push every repo of `plan`; returns one 'repo@revision: commit' line each."""
-    from huggingface_hub import HfApi
-
-    api = HfApi()
+def _each(plan: Plan, step) -> list[str]:
+    """`step(repo_plan)` for every repo in order, a failure translated to one PublishError
+    line that names what already landed; returns one 'repo@revision: result' line each."""
     done: list[str] = []
     for r in plan.repos:
         try:
-            head = _push_repo(api, r, private, create_pr)
+            result = step(r)
         except Exception as err:  # translated to one line; the traceback is the client's
             if isinstance(err, PublishError):
                 raise PublishError(f"{err}{_done_before(done)}") from None
@@ -105,8 +110,28 @@ def push_plan(plan: Plan, private: bool = False, create_pr: bool = False) -> lis
                 msg = _explain(err, f"{r.repo_type} {r.repo_id}@{r.revision}")
                 raise PublishError(f"{msg}{_done_before(done)}") from err
             raise
-        done.append(f"{r.repo_type} {r.repo_id}@{r.revision}: {head}")
+        done.append(f"{r.repo_type} {r.repo_id}@{r.revision}: {result}")
     return done
+
+
+def survey_plan(plan: Plan, private: bool = False) -> None:
+    """Before pushing: fill each repo plan's head and the files the push will delete, so the
+    printed plan says them. Creates missing repos and branches; changes no file."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    _each(plan, lambda r: _survey_repo(api, r, private))
+
+
+def push_plan(plan: Plan, private: bool = False, create_pr: bool = False) -> list[str]:
+    """Push every repo of `plan` in its order (surveyed first when it was not); returns one
+    'repo@revision: commit' line each."""
+    from huggingface_hub import HfApi
+
+    if any(r.head is None for r in plan.repos):
+        survey_plan(plan, private)
+    api = HfApi()
+    return _each(plan, lambda r: _push_repo(api, r, create_pr))
 
 
 def _done_before(done: list[str]) -> str:

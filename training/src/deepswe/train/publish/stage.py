@@ -51,6 +51,8 @@ class RepoPlan:
     revision: str  # "main" or a branch such as "step-000010"
     staging: Path
     files: list[PlannedFile] = field(default_factory=list)
+    head: str | None = None  # the revision's commit when surveyed (push.survey_plan)
+    deletes: list[str] | None = None  # files the revision holds and the plan lacks; None: unread
 
 
 @dataclass
@@ -66,7 +68,12 @@ class Plan:
                          f"{total} bytes (staged in {r.staging})")  # fmt: skip
             for f in r.files:
                 lines.append(f"  {f.path}  {f.size}  {f.sha256}  {'lfs' if f.lfs else 'regular'}")
-        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+            lines += [f"  delete {p}  (on the Hub, not in this plan)" for p in r.deletes or []]
+        notes = list(self.notes)
+        if any(r.deletes is None for r in self.repos):
+            notes.append("the Hub was not read: on push, files a revision holds that are not "
+                         "listed here are deleted, each printed before the commit")  # fmt: skip
+        return "\n".join(lines + [f"note: {n}" for n in notes])
 
 
 def sha256_file(path: Path) -> str:
@@ -140,7 +147,7 @@ def _stage_model(train: Path, eval_run: Path | None, repo: str, dataset_repo: st
         model_card(train, repo, weights, metrics, eval_run, dataset_repo, forced),
         encoding="utf-8",
     )
-    # Step branches first: each then starts from the repo's first commit, not from main's files.
+    # Pushed in this order: step branches, then main (its card last; push.py).
     plans = []
     for ckpt in sorted((train / "checkpoints").glob("step-*")):
         if (ckpt / "model" / "config.json").is_file():
@@ -225,8 +232,8 @@ def build_plan(train: Path | None, eval_run: Path | None, repo: str | None,
     repos: list[RepoPlan] = []
     if train is not None:
         repos += _stage_model(train, eval_run, repo, dataset_repo if eval_run else None, out, force)
-    if eval_run is not None:
-        repos.append(_stage_dataset(eval_run, dataset_repo, repo if train else None, out, notes))
+    if eval_run is not None:  # pushed first: the model card that names it never links to nothing
+        repos.insert(0, _stage_dataset(eval_run, dataset_repo, repo if train else None, out, notes))
     for r in repos:
         r.files = _list(r.staging)
     return Plan(repos, notes)
