@@ -222,11 +222,13 @@ def test_a_model_vllm_cannot_run_fails_at_start_with_the_log(tmp_path):
 def test_the_tiny_profiles_model_is_evaluated_through_an_openai_compatible_server(tmp_path):
     """The model `make reproduce` trains (init_tiny_model, Qwen's tokenizer) served by vLLM and
     evaluated with `--policy openai`, as a user evaluates any model. With head_dim 16 the
-    server started, every request failed and each episode was an infra_error."""
+    server started, every request failed and each episode was an infra_error. The run card
+    records the folder vLLM loaded and its weights' digest (#23)."""
     import json
     import subprocess
     import sys
 
+    from deepswe.eval.weights import weights_digest
     from deepswe.train.models import init_tiny_model
 
     _require_vllm()
@@ -242,9 +244,39 @@ def test_the_tiny_profiles_model_is_evaluated_through_an_openai_compatible_serve
     finally:
         eng.close()
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    served = json.loads((out / "config.json").read_text())["served_weights"]
+    assert served == {"model": "policy", "root": str(tiny.path),
+                      "digest": weights_digest(tiny.path)}  # fmt: skip
     (record,) = [json.loads(p.read_text()) for p in out.glob("episodes/*/run-0.json")]
     assert record["status"] == "graded", record["reason"]
     assert len(record["trajectory"]["steps"]) == 2  # both replies came from the server
+
+
+def test_an_eval_against_a_model_name_vllm_does_not_serve_stops_before_its_run_folder(
+    engine, model_dir, tmp_path
+):
+    """#23: `deepswe-eval run --policy openai` asks the real server for its models first: a
+    wrong --model exits 2 with one line naming what vLLM serves, and no run folder; the check
+    reads vLLM's `root`, the folder it loaded, which the run card records."""
+    import subprocess
+    import sys
+
+    from deepswe.env.policies.endpoint import ServedModel, check_endpoint
+    from deepswe.env.policies.openai import OpenAIPolicyConfig
+
+    url = f"{engine.server.url}/v1"
+    served = check_endpoint(OpenAIPolicyConfig(base_url=url, model="policy"))
+    assert served == ServedModel("policy", str(model_dir))
+    out = tmp_path / "eval"
+    cmd = [sys.executable, "-m", "deepswe.eval.cli", "run", "--dataset", "swe-mini:test"]
+    cmd += ["--limit", "1", "--out", str(out), "--policy", "openai", "--base-url", url]
+    res = subprocess.run([*cmd, "--model", "wrong-name"], capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr.strip() == (
+        f"deepswe-eval: model 'wrong-name' is not served at {url}; it serves: policy"
+    )
+    assert not out.exists()
 
 
 def test_close_stops_the_server(engine, model_dir):
