@@ -21,14 +21,16 @@ F2P = ["tests/test_m.py::test_fix"]
 P2P = ["tests/test_m.py::test_old[a - b]", "tests/test_m.py::test_other"]
 
 
-def _task(f2p: list[str] = F2P, p2p: list[str] = P2P, parser: str = "pytest") -> Task:
+def _task(
+    f2p: list[str] = F2P, p2p: list[str] = P2P, parser: str = "pytest", rules: str | None = None
+) -> Task:
     return Task(
         instance_id="demo__mini-1",
         repo="demo/mini",
         base_commit="0" * 40,
         problem_statement="x",
         source=TaskSource.SWE_MINI,
-        test_spec=TestSpec(command="python -m pytest -rA tests", log_parser=parser),
+        test_spec=TestSpec(command="python -m pytest -rA tests", log_parser=parser, rules=rules),
         hidden=HiddenTests(fail_to_pass=f2p, pass_to_pass=p2p),
     )
 
@@ -40,11 +42,21 @@ def _log(**statuses: str) -> str:
 
 
 def test_all_listed_tests_passing_resolves() -> None:
-    result = grade(_task(), _log(fix="PASSED", old="PASSED", other="XFAIL"))
+    result = grade(_task(), _log(fix="PASSED", old="PASSED", other="PASSED"))
     assert result.outcome is Outcome.RESOLVED and result.reward == 1.0
-    assert result.parser == "pytest"
+    assert result.parser == "pytest" and result.rules == "strict"
     assert result.statuses[F2P[0]] is TestStatus.PASSED
     assert result.model_dump()["reward"] == 1.0  # the reward travels with the result
+
+
+def test_xfail_counts_as_passing_under_swebench_rules_only() -> None:
+    """SWE-bench's `test_passed` takes XFAIL; under strict rules it is not a pass, since the
+    code under test can raise pytest.xfail() to turn a failing test into one."""
+    log = _log(fix="XFAIL", old="PASSED", other="XFAIL")
+    assert grade(_task(rules="swebench"), log).outcome is Outcome.RESOLVED
+    strict = grade(_task(), log)
+    assert strict.outcome is Outcome.UNRESOLVED and strict.f2p_failed == F2P
+    assert strict.p2p_failed == P2P[1:]
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,9 @@ DJANGO_LINE = {
 STATUS = st.sampled_from(["PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", None])
 
 
-def _task(repo: str, f2p: list[str], p2p: list[str], parser: str = "swebench") -> Task:
+def _task(
+    repo: str, f2p: list[str], p2p: list[str], parser: str = "swebench", rules: str | None = None
+) -> Task:
     return Task(
         instance_id=f"{repo.replace('/', '__')}-1",
         repo=repo,
@@ -47,7 +49,7 @@ def _task(repo: str, f2p: list[str], p2p: list[str], parser: str = "swebench") -
         problem_statement="x",
         source=TaskSource.SWE_BENCH_VERIFIED,
         image="sweb.eval.x86_64.demo",
-        test_spec=TestSpec(command="", log_parser=parser),
+        test_spec=TestSpec(command="", log_parser=parser, rules=rules),
         hidden=HiddenTests(fail_to_pass=f2p, pass_to_pass=p2p),
         version=REPOS[repo],
     )
@@ -115,12 +117,13 @@ def test_verdict_matches_swebench_harness(
 def test_own_pytest_rule_agrees_with_swebench_when_nothing_is_skipped(
     statuses: list[str | None], roles: list[str]
 ) -> None:
-    """Our F2P+P2P rule with our pytest parser gives SWE-bench's verdict on pytest logs."""
+    """Our F2P+P2P rule with our pytest parser, under SWE-bench's rules, gives SWE-bench's
+    verdict on pytest logs."""
     repo = "pytest-dev/pytest"
     f2p = [_name(repo, i) for i in range(len(statuses)) if roles[i] == "f2p"]
     p2p = [_name(repo, i) for i in range(len(statuses)) if roles[i] == "p2p"]
     log = _log(repo, statuses)
-    ours = grade(_task(repo, f2p, p2p, parser="pytest"), log)
+    ours = grade(_task(repo, f2p, p2p, parser="pytest", rules="swebench"), log)
     assert ours.resolved == _library_resolved(_task(repo, f2p, p2p), log)
 
 

@@ -69,6 +69,19 @@ class TestSpec(_Frozen):
     `module:function` path (deepswe.env.grading.parsers)."""
     timeout_s: float = Field(default=300.0, gt=0)
     """Wall-clock limit for one test run, in seconds."""
+    rules: Literal["strict", "swebench"] | None = None
+    """How the patch is graded. "strict": the grader owns the test process (it runs pytest
+    itself and reads its own report; test infrastructure the patch changed is put back first;
+    only PASSED counts as passing). "swebench": SWE-bench 4.1.0's rules (the patch may change
+    conftest.py and the like, which is flagged; XFAIL counts as passing). None: "swebench" for
+    SWE-bench-format tasks (log parser "swebench"), "strict" for every other task."""
+
+    @property
+    def grading_rules(self) -> Literal["strict", "swebench"]:
+        """`rules`, or the default for this task's format when unset."""
+        if self.rules is not None:
+            return self.rules
+        return "swebench" if self.log_parser == "swebench" else "strict"
 
 
 class HiddenTests(_Frozen):

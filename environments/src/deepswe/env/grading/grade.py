@@ -7,14 +7,25 @@ section -> parse it -> judge it by the task's rule:
 - parser "swebench": SWE-bench's own verdict (`get_resolution_status == RESOLVED_FULL`);
 - otherwise: every FAIL_TO_PASS and PASS_TO_PASS test is PASSED or XFAIL (SWE-bench's
   `test_passed`); a missing or SKIPPED test fails it.
+Under strict rules (`TestSpec.grading_rules`) a listed test passes only when PASSED (an XFAIL
+can be raised by the code under test), SWE-bench-format tasks included, and a test run the
+reward run rejected (its report incomplete or contradicted, a plugin the patch wrote) is
+never resolved. Test-infrastructure changes the reward run noted are carried into the result.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from deepswe.env.grading import markers
-from deepswe.env.grading.outcomes import PASSING, GradeResult, Outcome, TestStatus
+from deepswe.env.grading.outcomes import (
+    PASSING,
+    GradeResult,
+    Outcome,
+    TestInfraChange,
+    TestStatus,
+)
 from deepswe.env.grading.parsers import get_parser
 
 if TYPE_CHECKING:
@@ -69,10 +80,15 @@ def _judge_expected(task: Task, parser: str, statuses: dict[str, TestStatus]) ->
 
 def _judge_f2p_p2p(task: Task, parser: str, statuses: dict[str, TestStatus]) -> GradeResult:
     f2p, p2p = task.hidden.fail_to_pass, task.hidden.pass_to_pass
-    f2p_failed = [t for t in f2p if statuses.get(t) not in PASSING]
-    p2p_failed = [t for t in p2p if statuses.get(t) not in PASSING]
+    strict = task.test_spec.grading_rules == "strict"
+    passing = frozenset({TestStatus.PASSED}) if strict else PASSING
+    f2p_failed = [t for t in f2p if statuses.get(t) not in passing]
+    p2p_failed = [t for t in p2p if statuses.get(t) not in passing]
     missing = [t for t in [*f2p, *p2p] if t not in statuses]
-    if parser == "swebench":
+    if strict:
+        ok = bool(f2p or p2p) and not (f2p_failed or p2p_failed)
+        rule = "strict F2P+P2P (PASSED only)"
+    elif parser == "swebench":
         from deepswe.env.grading.parsers.swebench_lib import resolved
 
         ok = resolved(statuses, task)
@@ -119,9 +135,38 @@ def grade(
     parser = task.test_spec.log_parser
     harness_text, test_output = markers.split_log(log)
     harness = _harness_outcome(harness_text, apply_ok, timed_out, infra_error)
+    facts = {
+        "rules": task.test_spec.grading_rules,
+        "grader_ran_tests": markers.has_marker(harness_text, markers.GRADER_RAN_TESTS),
+        "test_infra": _infra_changes(harness_text),
+    }
     if harness is not None:
-        return GradeResult(outcome=harness[0], parser=parser, reason=harness[1])
+        return GradeResult(outcome=harness[0], parser=parser, reason=harness[1], **facts)
     statuses = get_parser(parser)(test_output, task)
     if task.hidden.expected_statuses is not None:
-        return _judge_expected(task, parser, statuses)
-    return _judge_f2p_p2p(task, parser, statuses)
+        result = _judge_expected(task, parser, statuses)
+    else:
+        result = _judge_f2p_p2p(task, parser, statuses)
+    update: dict = dict(facts)
+    rejected = markers.marker_line(harness_text, markers.TEST_RUN_REJECTED)
+    if rejected is not None:
+        update["outcome"] = Outcome.UNRESOLVED
+        update["reason"] = (
+            f"test run rejected: {rejected[len(markers.TEST_RUN_REJECTED) :].strip()}"
+        )
+    return result.model_copy(update=update)
+
+
+def _infra_changes(harness: str) -> list[TestInfraChange]:
+    out = []
+    for line in markers.marker_lines(harness, markers.TEST_INFRA):
+        try:
+            out.append(TestInfraChange.model_validate_json(line[len(markers.TEST_INFRA) :]))
+        except ValueError:
+            continue  # not a line the reward run wrote
+    return out
+
+
+def infra_change_line(change: TestInfraChange) -> str:
+    """The harness line that records `change` for `grade` to read."""
+    return f"{markers.TEST_INFRA} {json.dumps(change.model_dump(), sort_keys=True)}"

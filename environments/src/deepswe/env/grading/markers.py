@@ -20,6 +20,14 @@ END_TEST_OUTPUT = ">>>>> End Test Output"
 # missing, exec stream lost). SWE-bench has no such marker; the prefix matches its style.
 INFRA_ERROR = ">>>>> Harness Infra Error"
 
+# Ours, written by the reward run outside the test-output section (the code under test never
+# writes there): a test-infrastructure file the patch changed, as JSON {"path", "why",
+# "restored"}; a test run whose report cannot be trusted (why in parentheses); and that the
+# grader ran pytest itself and the section holds its own report, not the process's output.
+TEST_INFRA = ">>>>> Test Infrastructure Changed"
+TEST_RUN_REJECTED = ">>>>> Test Run Rejected"
+GRADER_RAN_TESTS = ">>>>> Tests Run By The Grader"
+
 # Every CSI escape sequence (colours, cursor moves) and carriage returns: test runners
 # colour their output when they think they have a terminal.
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\r")
@@ -41,10 +49,15 @@ def has_marker(log: str, marker: str) -> bool:
 
 def marker_line(log: str, marker: str) -> str | None:
     """The first line of `log` that `has_marker` would match, stripped; None if there is none."""
-    for line in strip_ansi(log).splitlines():
-        if line.strip().startswith(marker):
-            return line.strip()
-    return None
+    lines = marker_lines(log, marker)
+    return lines[0] if lines else None
+
+
+def marker_lines(log: str, marker: str) -> list[str]:
+    """Every line of `log` that `has_marker` would match, stripped, in order."""
+    return [
+        line.strip() for line in strip_ansi(log).splitlines() if line.strip().startswith(marker)
+    ]
 
 
 def split_log(log: str) -> tuple[str, str]:

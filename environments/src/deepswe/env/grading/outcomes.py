@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -44,6 +44,19 @@ class TestStatus(str, Enum):
 PASSING: frozenset[TestStatus] = frozenset({TestStatus.PASSED, TestStatus.XFAIL})
 
 
+class TestInfraChange(BaseModel):
+    """A test-infrastructure file the patch changed (deepswe.env.grading.testinfra)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    why: str = Field(
+        description="what makes it test infrastructure: conftest, pytest configuration..."
+    )
+    restored: bool = Field(description="put back to the start before the tests ran (strict rules)")
+
+
 class GradeResult(BaseModel):
     """The verdict on one episode. `reward` is derived from `outcome`, never set by hand."""
 
@@ -69,6 +82,18 @@ class GradeResult(BaseModel):
     unexpected: list[str] = Field(
         default_factory=list,
         description="R2E-Gym rule: tests in the log that the expected statuses do not list",
+    )
+    rules: Literal["strict", "swebench"] = Field(
+        "swebench", description="the grading rules applied (deepswe.data.task.TestSpec.rules)"
+    )
+    grader_ran_tests: bool = Field(
+        False,
+        description="the grader ran pytest itself and graded its own report (strict rules, a "
+        "pytest command); False: the task's command ran and its output was graded",
+    )
+    test_infra: list[TestInfraChange] = Field(
+        default_factory=list,
+        description="test infrastructure the patch changed (the gold patch's own files aside)",
     )
 
     @model_validator(mode="before")
