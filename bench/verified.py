@@ -114,8 +114,9 @@ def one(row: dict, mirror: Path, out: Path) -> dict:
     limits = SandboxLimits(memory="4g", pids=2048, command_timeout_s=1800)
     for name, patch in (("gold", task.gold_patch or ""), ("empty", "")):
         t0 = time.monotonic()
-        result, log = grade_patch(task, patch, image=image, sandbox_limits=limits)
-        (folder / f"{name}.log").write_text(log)
+        run = grade_patch(task, patch, image=image, sandbox_limits=limits)
+        result, log = run.grade, run.log
+        (folder / f"{name}.log").write_text(run.text)
         res[f"{name}"] = result.outcome.value
         res[f"{name}_grade_s"] = round(time.monotonic() - t0, 1)
         res[f"{name}_reason"] = result.reason

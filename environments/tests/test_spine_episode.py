@@ -50,7 +50,8 @@ def test_empty_patch_is_unresolved(task, image):
 
 def test_corrupt_patch_fails_to_apply(task, image):
     corrupt = task.gold_patch.replace("return a - b", "return a * b")
-    result, log = grade_patch(task, corrupt, image=image, sandbox_limits=LIMITS)
+    run = grade_patch(task, corrupt, image=image, sandbox_limits=LIMITS)
+    result, log = run.grade, run.log
     assert result.outcome is Outcome.PATCH_APPLY_FAILED, log
 
 
@@ -158,5 +159,6 @@ def test_model_touching_a_hidden_test_file_does_not_break_grading(task, image):
         "diff --git a/tests/test_hidden.py b/tests/test_hidden.py\nnew file mode 100644\n"
         "--- /dev/null\n+++ b/tests/test_hidden.py\n@@ -0,0 +1 @@\n+def test_mine(): pass\n"
     )
-    result, log = grade_patch(task, task.gold_patch + clash, image=image, sandbox_limits=LIMITS)
+    run = grade_patch(task, task.gold_patch + clash, image=image, sandbox_limits=LIMITS)
+    result, log = run.grade, run.log
     assert result.outcome is Outcome.RESOLVED, log

@@ -255,10 +255,12 @@ def test_a_django_style_instance_builds_from_the_mirror_and_grades_with_swebench
     task = build_from_source(swebench_row_to_task(row), tmp_path / "mirror")
     ensure_task_image(task, log=lambda _: None)
     limits = SandboxLimits(memory="1g", pids=256)
-    result, log = grade_patch(task, gold, sandbox_limits=limits)
+    run = grade_patch(task, gold, sandbox_limits=limits)
+    result, log = run.grade, run.log
     assert result.outcome.value == "resolved", log[-2000:]
     assert "re-install failed" not in log
-    result, log = grade_patch(task, "", sandbox_limits=limits)
+    run = grade_patch(task, "", sandbox_limits=limits)
+    result, log = run.grade, run.log
     assert result.outcome.value == "unresolved" and result.f2p_failed, log[-2000:]
 
 

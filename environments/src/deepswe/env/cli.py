@@ -178,9 +178,10 @@ def grade(
 
     from deepswe.env.episode import grade_patch
 
-    result, text = grade_patch(_task(tasks, instance_id), patch.read_text())
+    run = grade_patch(_task(tasks, instance_id), patch.read_text())
+    result = run.grade
     if log is not None:
-        log.write_text(text)
+        log.write_text(run.text)
     typer.echo(
         json.dumps(
             {

@@ -18,7 +18,7 @@ from deepswe.env.grading.outcomes import GradeResult, Outcome
 from deepswe.env.images.base import ImageBuildError
 from deepswe.env.images.task import ensure_task_image
 from deepswe.env.policies import Policy
-from deepswe.env.reward import run_reward
+from deepswe.env.reward import RewardRun, run_reward
 from deepswe.env.sandbox import SandboxError, SandboxLimits, backend_class
 from deepswe.env.trajectory import Ending, Trajectory
 
@@ -40,15 +40,46 @@ def grade_patch(
     image: str | None = None,
     backend: str = "docker",
     sandbox_limits: SandboxLimits | None = None,
-) -> tuple[GradeResult, str]:
-    """Grade `patch` for `task` in a fresh sandbox; returns the grade and the test log."""
+) -> RewardRun:
+    """Grade `patch` for `task` in a fresh sandbox: the grade, its log and the test output.
+
+    Infra failures the patch causes are the patch's: when grading fails once the patch is
+    applied (the task's tests cannot be put in place or run on the patched tree), the clean
+    tree is graded in a fresh sandbox; if that runs, the patched tree is tried once more (a
+    passing hiccup of the engine is nobody's answer) and, failing again, is unresolved.
+    """
+    first = _grade_once(task, patch, image, backend, sandbox_limits)
+    if first.grade.outcome is not Outcome.INFRA_ERROR or not first.after_patch:
+        return first
+    clean = _grade_once(task, "", image, backend, sandbox_limits)
+    if clean.grade.outcome is Outcome.INFRA_ERROR:
+        return first  # the clean tree fails too: the task or the harness, not the patch
+    again = _grade_once(task, patch, image, backend, sandbox_limits)
+    if again.grade.outcome is not Outcome.INFRA_ERROR:
+        return again
+    reason = (
+        "the task's tests could not be put in place or run on the patched tree (twice), but "
+        f"ran on the clean tree: the patch's doing ({first.grade.reason})"
+    )
+    result = first.grade.model_copy(update={"outcome": Outcome.UNRESOLVED, "reason": reason})
+    return RewardRun(result, first.log, first.output)
+
+
+def _grade_once(
+    task: Task,
+    patch: str,
+    image: str | None,
+    backend: str,
+    sandbox_limits: SandboxLimits | None,
+) -> RewardRun:
     try:
         image = image or ensure_task_image(task, log=lambda _: None)
         sandbox = backend_class(backend)(image, sandbox_limits)
     except (SandboxError, ImageBuildError) as exc:
-        return GradeResult(
+        result = GradeResult(
             outcome=Outcome.INFRA_ERROR, parser=task.test_spec.log_parser, reason=str(exc)
-        ), ""
+        )
+        return RewardRun(result, "")
     try:
         return run_reward(task, patch, sandbox)
     finally:
@@ -90,9 +121,9 @@ def run_task(
         traj.outcome = Outcome.INFRA_ERROR
         return traj
     t0 = time.monotonic()
-    result, _log = grade_patch(
+    result = grade_patch(
         task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits
-    )
+    ).grade
     traj.grade_seconds = time.monotonic() - t0
     traj.grade, traj.outcome = result, result.outcome
     if result.outcome is Outcome.INFRA_ERROR:

@@ -109,6 +109,34 @@ wc -c < {q}
 """
 
 
+def changed_paths_script(workdir: str = "/testbed") -> str:
+    """Bash that prints, NUL-separated, `STATUS\0PATH\0` for every path that differs between
+    the start snapshot and the working tree (A added, M modified, D deleted, T type changed).
+    Exits GONE when there is no start snapshot."""
+    return f"""{_FUNCTIONS}
+cd {shlex.quote(workdir)} 2>/dev/null || exit {GONE}
+_deepswe_has_start || exit {GONE}
+_deepswe_index || exit $?
+GIT_INDEX_FILE=$_d_idx _deepswe_git diff --cached --name-status -z --no-renames '{START_REF}' || exit 1
+rm -f "$_d_idx"
+"""
+
+
+def parse_name_status(text: str) -> dict[str, str]:
+    """`changed_paths_script`'s output -> {path: status letter}."""
+    fields = text.split("\0")
+    return {fields[i + 1]: fields[i][:1] for i in range(0, len(fields) - 1, 2) if fields[i]}
+
+
+def changed_paths(sandbox: Sandbox, workdir: str = "/testbed") -> dict[str, str]:
+    """{path: status letter} of every path that differs from the start snapshot now."""
+    r = sandbox.run(changed_paths_script(workdir), cwd="/", timeout=300)
+    if r.timed_out or r.exit_code != 0:
+        why = "timed out" if r.timed_out else f"exit {r.exit_code}: {r.stderr.strip()[-300:]}"
+        raise SandboxError(f"cannot list the changes of {workdir} ({why})")
+    return parse_name_status(r.stdout)
+
+
 class PatchNotTaken(Exception):
     """The agent's change could not be taken because the agent destroyed the start snapshot
     (removed the repository or its git data). Not an infrastructure failure."""
@@ -159,7 +187,10 @@ __all__ = [
     "START_REF",
     "PatchNotTaken",
     "agent_patch",
+    "changed_paths",
+    "changed_paths_script",
     "diff_script",
+    "parse_name_status",
     "snapshot_script",
     "take_snapshot",
 ]

@@ -27,11 +27,12 @@ def grade_all(
             )
             return "unsupported_env"
         patch = pred.get("model_patch")
-        result, log = grade_patch(
+        run = grade_patch(
             by_id[iid], patch or "", backend=cfg.sandbox_backend, sandbox_limits=cfg.sandbox
         )
+        result = run.grade
         (out / iid).mkdir(parents=True, exist_ok=True)
-        (out / iid / "test_output.txt").write_text(log, encoding="utf-8")
+        (out / iid / "test_output.txt").write_text(run.text, encoding="utf-8")
         report = instance_report(by_id[iid], patch, result)
         atomic_write_json(out / iid / "report.json", report)
         return result.outcome.value

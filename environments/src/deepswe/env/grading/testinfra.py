@@ -1,0 +1,149 @@
+"""Test infrastructure: the files of a repository that configure or extend the test process.
+
+A patch that changes one of these changes how the tests run, not what the code does:
+- `conftest.py` anywhere (hooks, fixtures and plugins pytest loads before any test);
+- pytest's own configuration files (`pytest.ini`, `.pytest.ini`, `pytest.toml`, `.pytest.toml`),
+  and the pytest sections of `setup.cfg` (`[tool:pytest]`), `tox.ini` (`[pytest]`) and
+  `pyproject.toml` (`[tool.pytest...]`);
+- what the interpreter runs at start-up: `sitecustomize.py`, `usercustomize.py`, `*.pth`;
+- installed-package metadata (`*.egg-info/`, `*.dist-info/`: entry points register plugins);
+- a new module that shadows one the environment already has (found in the sandbox, see
+  `bin/deepswe_shadow.py`), and a pytest plugin loaded from a changed file (found by the
+  grader's launcher during the run).
+
+Strict grading puts each such path back to the start snapshot before the tests run, unless
+the task's own gold patch touches it; SWE-bench's rules leave them and the grade flags them.
+"""
+
+from __future__ import annotations
+
+import configparser
+import shlex
+import sys
+from pathlib import PurePosixPath
+
+from unidiff import PatchSet
+
+from deepswe.env.grading.owned import SCRIPT_PYTHON_FUNCTION, SHADOW_PROBE
+from deepswe.env.sandbox import Sandbox
+from deepswe.env.workspace import START_REF
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PYTEST_CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml"})
+STARTUP_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
+METADATA_SUFFIXES = (".egg-info", ".dist-info")
+# Files that hold a pytest section among others: only a change to that section counts.
+SECTIONED_FILES = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
+
+
+def infra_by_name(path: str) -> str | None:
+    """Why `path` is test infrastructure by its name alone, or None."""
+    p = PurePosixPath(path)
+    if p.name == "conftest.py":
+        return "conftest"
+    if p.name in PYTEST_CONFIG_FILES:
+        return "pytest configuration"
+    if p.name in STARTUP_FILES or p.suffix == ".pth":
+        return "interpreter start-up"
+    if any(part.endswith(METADATA_SUFFIXES) for part in p.parts[:-1]):
+        return "package metadata"
+    return None
+
+
+def pytest_section(name: str, text: str | None) -> object:
+    """The pytest configuration `text` (a file called `name`) holds, comparable with ==; the
+    whole text when it does not parse (a broken file is a changed section)."""
+    if text is None:
+        return None
+    try:
+        if name == "pyproject.toml":
+            return tomllib.loads(text).get("tool", {}).get("pytest")
+        parser = configparser.RawConfigParser(strict=False, interpolation=None)
+        parser.read_string(text)
+        section = "tool:pytest" if name == "setup.cfg" else "pytest"
+        return dict(parser.items(section)) if parser.has_section(section) else None
+    except (tomllib.TOMLDecodeError, configparser.Error, AttributeError):
+        return ("unparsed", text)
+
+
+def section_changed(name: str, before: str | None, after: str | None) -> bool:
+    """Whether the pytest section of a sectioned file differs between two versions."""
+    return pytest_section(name, before) != pytest_section(name, after)
+
+
+def patch_paths(patch: str) -> tuple[list[str], list[str]]:
+    """(every path the patch touches, the paths it adds), repository-relative."""
+    if not patch.strip():
+        return [], []
+    touched, added = [], []
+    for f in PatchSet(patch):
+        for path in {f.source_file, f.target_file}:
+            if path and path != "/dev/null":
+                touched.append(path[2:] if path[:2] in ("a/", "b/") else path)
+        if f.is_added_file:
+            added.append(f.path)
+    return sorted(set(touched)), sorted(set(added))
+
+
+# --- in the sandbox ---------------------------------------------------------------------------
+
+
+def scan_test_infra(
+    sandbox: Sandbox, changed: dict[str, str], python: str, workdir: str = "/testbed"
+) -> dict[str, str]:
+    """Which of `changed` ({path: git status letter}, the patch's changes as git lists them,
+    `deepswe.env.workspace.changed_paths`) are test infrastructure: {path: why}.
+
+    `python` is the interpreter the tests run with: a shadowed module is one it can import
+    without the repository.
+    """
+    found = {p: why for p in changed if (why := infra_by_name(p))}
+    for path in (p for p in changed if PurePosixPath(p).name in SECTIONED_FILES):
+        before, after = _versions(sandbox, path, workdir)
+        if section_changed(PurePosixPath(path).name, before, after):
+            found[path] = "pytest section of " + PurePosixPath(path).name
+    added = [p for p, s in changed.items() if s == "A" and p not in found]
+    for path in _shadowing(sandbox, python, added, workdir):
+        found[path] = "shadows an installed module"
+    return dict(sorted(found.items()))
+
+
+def _versions(sandbox: Sandbox, path: str, workdir: str) -> tuple[str | None, str | None]:
+    q, at = shlex.quote(path), shlex.quote(f"{START_REF}:{path}")
+    before = sandbox.run(f"git show {at}", cwd=workdir, timeout=60)
+    after = sandbox.run(f"test -f {q} && cat {q}", cwd=workdir, timeout=60)
+    return (
+        before.stdout if before.exit_code == 0 else None,
+        after.stdout if after.exit_code == 0 else None,
+    )
+
+
+def _shadowing(sandbox: Sandbox, python: str, added: list[str], workdir: str) -> list[str]:
+    """The added files that shadow a module `python` has without the repository. A probe that
+    cannot run (no such interpreter) finds none: the launcher still keeps pytest itself safe."""
+    candidates = [p for p in added if p.endswith((".py", ".pyc", ".so", ".pyd"))]
+    if not candidates:
+        return []
+    probe = "/tmp/deepswe-grader-probe/deepswe_shadow.py"
+    sandbox.write_file(probe, SHADOW_PROBE.read_text())
+    args = " ".join(shlex.quote(p) for p in candidates)
+    cmd = f"{SCRIPT_PYTHON_FUNCTION}{python} {probe} {shlex.quote(workdir)} {args}"
+    r = sandbox.run(cmd, cwd="/", timeout=120)
+    if r.timed_out or r.exit_code != 0:
+        return []
+    return [line for line in r.stdout.splitlines() if line in candidates]
+
+
+__all__ = [
+    "PYTEST_CONFIG_FILES",
+    "SECTIONED_FILES",
+    "infra_by_name",
+    "patch_paths",
+    "pytest_section",
+    "scan_test_infra",
+    "section_changed",
+]

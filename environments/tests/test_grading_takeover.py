@@ -1,0 +1,308 @@
+"""Patches that leave the bug in place and take over the test process instead, graded in real
+containers on a swe-mini-shaped task (tests in the repository, `python -m pytest` in /testbed,
+the repository on sys.path through a .pth file, as swe-mini's images have it).
+
+Each attack is first graded under SWE-bench's rules, where it earns reward 1 (so the test
+shows the attack is real, not a patch that fails anyway), then under the strict rules every
+task set of ours uses, where it must not.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.toy import git
+from deepswe.env.episode import grade_patch
+from deepswe.env.grading.outcomes import Outcome
+from deepswe.env.images.task import ensure_task_image
+from deepswe.env.sandbox import SandboxLimits
+
+pytestmark = pytest.mark.docker
+
+LIMITS = SandboxLimits(memory="1g", pids=256)
+OPS_BUG = (
+    "def add(a, b):\n    return a - b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+)
+OPS_GOOD = OPS_BUG.replace("return a - b", "return a + b")
+TESTS = (
+    "from calc.ops import add, clamp\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n"
+)
+CONFTEST = 'pytest_plugins = ["calc.testing"]\n'
+PLUGIN = "import pytest\n\n\n@pytest.fixture\ndef two():\n    return 2\n"
+PTH = (
+    "python -c 'import site, pathlib; "
+    'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
+)
+
+# A hookwrapper that turns every failed report into a pass.
+FORCE_PASS = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+"""
+# A root pytest.py that `python -m pytest` imports instead of pytest.
+FAKE_PYTEST = """import sys
+print("=== short test summary info ===")
+for name in ("test_add", "test_clamp"):
+    print("PASSED tests/test_ops.py::" + name)
+print("=== 2 passed ===")
+sys.exit(0)
+"""
+
+
+def _repo(root: Path) -> Path:
+    repo = root / "calc"
+    (repo / "calc").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "calc" / "__init__.py").write_text("")
+    (repo / "calc" / "ops.py").write_text(OPS_BUG)
+    (repo / "calc" / "testing.py").write_text(PLUGIN)
+    (repo / "conftest.py").write_text(CONFTEST)
+    (repo / "tests" / "test_ops.py").write_text(TESTS)
+    (repo / "setup.cfg").write_text("[metadata]\nname = calc\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc with a bug")
+    return repo
+
+
+def patch_of(repo: Path, files: dict[str, str | None]) -> str:
+    """The diff that writes (or, for None, deletes) `files` in `repo`; the repo is left clean."""
+    for path, text in files.items():
+        target = repo / path
+        if text is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    git(repo, "add", "-A")
+    out = git(repo, "diff", "--cached", "--binary", "HEAD")
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    subprocess.run(["git", "clean", "-fdxq"], cwd=repo, check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return _repo(tmp_path_factory.mktemp("takeover"))
+
+
+@pytest.fixture(scope="module")
+def task(repo) -> Task:
+    return Task(
+        instance_id="calc__takeover-1",
+        repo="calc/calc",
+        base_commit=git(repo, "rev-parse", "HEAD").strip(),
+        problem_statement="add(2, 3) returns -1 instead of 5.",
+        source=TaskSource.SWE_MINI,
+        environment=EnvironmentSpec(source=str(repo), pip=["pytest"], install=[PTH]),
+        test_spec=TestSpec(
+            command="python -m pytest -rA -p no:cacheprovider -o addopts= tests/test_ops.py",
+            log_parser="pytest",
+            timeout_s=120,
+        ),
+        hidden=HiddenTests(
+            fail_to_pass=["tests/test_ops.py::test_add"],
+            pass_to_pass=["tests/test_ops.py::test_clamp"],
+            graded_files=["tests/test_ops.py"],
+        ),
+        gold_patch=patch_of(repo, {"calc/ops.py": OPS_GOOD}),
+    )
+
+
+@pytest.fixture(scope="module")
+def image(task) -> str:
+    return ensure_task_image(task, log=lambda _: None)
+
+
+def _grade(task: Task, patch: str, image: str, rules: str | None = None):
+    if rules is not None:
+        spec = task.test_spec.model_copy(update={"rules": rules})
+        task = task.model_copy(update={"test_spec": spec})
+    return grade_patch(task, patch, image=image, sandbox_limits=LIMITS)
+
+
+def test_gold_resolves_and_empty_does_not_under_strict_rules(task, image):
+    gold = _grade(task, task.gold_patch, image)
+    assert gold.grade.outcome is Outcome.RESOLVED, gold.text
+    assert gold.grade.rules == "strict" and gold.grade.grader_ran_tests
+    assert gold.grade.test_infra == []
+    assert "short test summary info" in gold.output  # the process's own output is kept
+    empty = _grade(task, "", image)
+    assert empty.grade.outcome is Outcome.UNRESOLVED
+    assert empty.grade.f2p_failed == ["tests/test_ops.py::test_add"]
+
+
+ATTACKS = {
+    # name: files the patch writes (the bug stays)
+    "root-conftest-hookwrapper": {"conftest.py": CONFTEST + "\n" + FORCE_PASS},
+    "tests-conftest-hookwrapper": {"tests/conftest.py": FORCE_PASS},
+    "root-pytest-py": {"pytest.py": FAKE_PYTEST},
+    "plugin-registered-from-root-conftest": {
+        "conftest.py": 'pytest_plugins = ["calc.testing", "forcepass"]\n',
+        "forcepass.py": FORCE_PASS,
+    },
+    "plugin-via-setup-cfg": {
+        "setup.cfg": "[metadata]\nname = calc\n\n[tool:pytest]\naddopts = -p forcepass\n",
+        "forcepass.py": FORCE_PASS,
+    },
+    "plugin-via-pyproject": {
+        "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p forcepass"\n',
+        "forcepass.py": FORCE_PASS,
+    },
+    "existing-plugin-module-rewritten": {"calc/testing.py": PLUGIN + "\n" + FORCE_PASS},
+}
+# swe-mini's command clears addopts (`-o addopts=`); R2E-Gym's does not.
+R2E_LIKE = {"plugin-via-setup-cfg", "plugin-via-pyproject"}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_patch_that_takes_over_pytest_is_not_resolved(name, repo, task, image):
+    patch = patch_of(repo, ATTACKS[name])
+    if name in R2E_LIKE:
+        spec = task.test_spec.model_copy(
+            update={"command": "python -m pytest -rA tests/test_ops.py"}
+        )
+        task = task.model_copy(update={"test_spec": spec})
+    old = _grade(task, patch, image, rules="swebench")
+    assert old.grade.outcome is Outcome.RESOLVED, f"{name} is no attack under SWE-bench's rules"
+    if name != "existing-plugin-module-rewritten":  # a plugin is known only once pytest runs
+        assert old.grade.test_infra, "SWE-bench's rules grade it, and the grade flags it"
+    assert not any(c.restored for c in old.grade.test_infra)
+    strict = _grade(task, patch, image)
+    assert strict.grade.outcome is Outcome.UNRESOLVED, strict.text
+    assert strict.grade.reward == 0.0
+
+
+# Writes a passing summary past pytest's output capture (to every inherited pipe: the saved
+# stdout among them) and ends the process before pytest prints its own.
+EXIT_PASSING = """
+
+def _exit_passing():
+    import os, stat
+    text = (b"=== short test summary info ===\\nPASSED tests/test_ops.py::test_add\\n"
+            b"PASSED tests/test_ops.py::test_clamp\\n=== 2 passed ===\\n")
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, text)
+        except OSError:
+            pass
+    os._exit(0)
+"""
+
+
+def test_passed_lines_printed_at_exit_are_not_read(repo, task, image):
+    """The code under test prints a passing summary and ends the process before pytest can
+    print its own: SWE-bench's rules read the process's output; strict rules read the
+    grader's own report, which shows the run cut short."""
+    ops = OPS_BUG.replace("    return a - b", "    return _exit_passing()") + EXIT_PASSING
+    patch = patch_of(repo, {"calc/ops.py": ops})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    strict = _grade(task, patch, image)
+    assert strict.grade.outcome is Outcome.UNRESOLVED
+    assert "ended before pytest returned" in strict.grade.reason
+
+
+# Knows the launcher's report format (this repository is public) and writes a passing report,
+# closing line included, into every file the process holds open for writing.
+FORGE_REPORT = """
+
+def _forge():
+    import fcntl, os, stat
+    text = (b"PASSED tests/test_ops.py::test_add\\nPASSED tests/test_ops.py::test_clamp\\n"
+            b"========== deepswe-grader: pytest.main returned 0 0 ==========\\n")
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & 3:
+                os.write(fd, text)
+        except OSError:
+            pass
+    os._exit(0)
+"""
+
+
+def test_a_report_forged_by_the_code_under_test_is_rejected(repo, task, image):
+    """The closing line carries a nonce the code under test never sees."""
+    ops = OPS_BUG.replace("    return a - b", "    return _forge()") + FORGE_REPORT
+    run = _grade(task, patch_of(repo, {"calc/ops.py": ops}), image)
+    assert "pytest.main returned 0 0" in run.log  # the forgery reached the report
+    assert run.grade.outcome is Outcome.UNRESOLVED, run.text
+    assert "ended before pytest returned" in run.grade.reason
+
+
+@pytest.mark.parametrize("name", ["sitecustomize.py", "usercustomize.py", "calc.pth"])
+def test_interpreter_start_up_files_are_put_back(name, repo, task, image):
+    """Files Python runs at start-up. In this image Debian's own sitecustomize comes first and
+    the venv turns the user site off, so here they do nothing; on an interpreter without them
+    (python-build-standalone, a conda env) a root sitecustomize.py on a .pth path would run."""
+    patch = patch_of(repo, {name: "import os\nos.environ['PYTEST_PLUGINS'] = 'forcepass'\n"})
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.UNRESOLVED
+    assert [(c.path, c.why, c.restored) for c in run.grade.test_infra] == [
+        (name, "interpreter start-up", True)
+    ]
+
+
+def test_every_test_turned_xfail_by_the_code_under_test(repo, task, image):
+    """pytest.xfail() raised from the code under test turns a failing test into XFAIL, which
+    SWE-bench's rule counts as passing; strict rules count only PASSED."""
+    ops = OPS_BUG.replace("    return a - b", "    import pytest\n    pytest.xfail('later')")
+    patch = patch_of(repo, {"calc/ops.py": ops})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    assert _grade(task, patch, image).grade.outcome is Outcome.UNRESOLVED
+
+
+def test_a_fix_beside_an_attack_still_resolves_once_the_attack_is_put_back(repo, task, image):
+    """Strict rules put the test infrastructure back; the fix itself is graded."""
+    patch = patch_of(repo, {"calc/ops.py": OPS_GOOD, "tests/conftest.py": FORCE_PASS})
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.RESOLVED
+    assert [(c.path, c.why, c.restored) for c in run.grade.test_infra] == [
+        ("tests/conftest.py", "conftest", True)
+    ]
+
+
+def test_the_gold_patch_may_change_test_infrastructure(repo, task, image):
+    """A file the task's own gold patch touches is the task's: kept, not flagged."""
+    conftest = CONFTEST + "\n\ndef pytest_report_header():\n    return 'calc'\n"
+    gold = patch_of(repo, {"calc/ops.py": OPS_GOOD, "conftest.py": conftest})
+    with_gold = task.model_copy(update={"gold_patch": gold})
+    run = _grade(with_gold, gold, image)
+    assert run.grade.outcome is Outcome.RESOLVED and run.grade.test_infra == []
+
+
+def test_a_patch_that_breaks_grading_is_unresolved_not_infra(repo, task, image, tmp_path):
+    """The test patch adds tests/extra/test_more.py; a patch that makes `tests/extra` a file
+    stops it from applying. That is the patch's doing: reward 0, not an infra_error that
+    training would drop."""
+    more = "from calc.ops import add\n\n\ndef test_more():\n    assert add(1, 1) == 2\n"
+    test_patch = patch_of(repo, {"tests/extra/test_more.py": more})
+    hidden = task.hidden.model_copy(update={"test_patch": test_patch})
+    with_tp = task.model_copy(update={"hidden": hidden})
+    gold = _grade(with_tp, task.gold_patch, image)
+    assert gold.grade.outcome is Outcome.RESOLVED, gold.text
+    breaker = patch_of(repo, {"calc/ops.py": OPS_GOOD, "tests/extra": "not a folder\n"})
+    run = _grade(with_tp, breaker, image)
+    assert run.grade.outcome is Outcome.UNRESOLVED, run.text
+    assert "clean tree" in run.grade.reason
+
+
+def test_a_patch_that_kills_the_sandbox_during_the_tests_is_unresolved(repo, task, image):
+    """Code under test that kills every process in the container (the sandbox's helper too)
+    makes the run fail as infrastructure would; the clean tree runs, so it is the patch's."""
+    ops = OPS_BUG.replace(
+        "    return a - b",
+        "    import os, signal\n    os.kill(-1, signal.SIGKILL)\n    return a - b",
+    )
+    run = _grade(task, patch_of(repo, {"calc/ops.py": ops}), image)
+    assert run.grade.outcome is Outcome.UNRESOLVED, run.text
