@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from deepswe.data.task import Task
 from deepswe.env.agent.loop import EpisodeLimits
 from deepswe.env.policies import PolicySpec
 from deepswe.env.sandbox import SandboxLimits
@@ -56,6 +57,12 @@ class EvalConfig(BaseModel):
     repo_mirror: str | None = Field(
         None, description="folder of git clones <owner>__<name> (SWE-bench from source)"
     )
+    grading_rules: Literal["task", "strict", "swebench"] = Field(
+        "task",
+        description="how patches are graded: each task's own rules (task: strict for swe-mini, "
+        "swe-toy, R2E-Gym and task files; SWE-bench 4.1.0's for SWE-bench-format tasks, the "
+        "42.2% protocol), or these rules for every task (deepswe.data.task.TestSpec.rules)",
+    )
 
 
 # What a resume must keep equal (dataset content and task selection are checked beside these).
@@ -73,7 +80,16 @@ PROTOCOL: tuple[str, ...] = (
     "episode",
     "sandbox",
     "swebench_env",
+    "grading_rules",
 )
+
+
+def with_grading_rules(task: Task, cfg: EvalConfig) -> Task:
+    """`task` graded by `cfg.grading_rules` (unchanged for "task")."""
+    if cfg.grading_rules == "task":
+        return task
+    spec = task.test_spec.model_copy(update={"rules": cfg.grading_rules})
+    return task.model_copy(update={"test_spec": spec})
 
 
 def protocol_values(cfg: EvalConfig) -> dict[str, Any]:
@@ -167,4 +183,5 @@ __all__ = [
     "protocol_values",
     "set_path",
     "validate_eval_config",
+    "with_grading_rules",
 ]

@@ -146,6 +146,8 @@ def compute_metrics(records: list[EpisodeRecord], instance_ids: list[str], runs:
     wall = [r.finished_at - r.started_at for v in by_task.values() for r in v if r.trajectory]
     started = [r.started_at for v in by_task.values() for r in v]
     finished = [r.finished_at for v in by_task.values() for r in v]
+    grades = [t.grade for t in trajs if t.grade is not None]
+    touching = [g for g in grades if g.test_infra]
     return {
         "tasks": n_tasks,
         "runs": runs,
@@ -192,6 +194,17 @@ def compute_metrics(records: list[EpisodeRecord], instance_ids: list[str], runs:
         "episode_seconds": _dist(wall),
         "episode_seconds_how": "wall-clock seconds per stored episode, retries and grading included",
         "grade_seconds": _dist([t.grade_seconds for t in trajs]),
+        "grading_rules": dict(sorted(Counter(g.rules for g in grades).items())),
+        "test_infra": {
+            "episodes": len(touching),
+            "resolved": sum(g.resolved for g in touching),
+            "restored": sum(any(c.restored for c in g.test_infra) for g in touching),
+            "why": dict(sorted(Counter(c.why for g in touching for c in g.test_infra).items())),
+        },
+        "test_infra_how": "graded episodes whose patch changed test infrastructure (conftest.py, "
+        "pytest configuration, interpreter start-up files, package metadata, a module shadowing "
+        "an installed one; the gold patch's own files aside); restored = put back before the "
+        "tests ran (strict rules), else graded as the patch left it and only flagged",
         "run_wall_seconds": (max(finished) - min(started)) if started else 0.0,
         "run_wall_how": "last episode end - first episode start (resumes included, gaps too)",
     }

@@ -114,6 +114,20 @@ def _dist_row(name: str, d: dict, how: str) -> str:
     return f"| {name} | {d['n']} | {f(d['min'])} | {f(d['median'])} | {f(d['mean'])} | {f(d['p90'])} | {f(d['max'])} | {how} |"
 
 
+def test_infra_line(m: dict) -> str:
+    """Patches touching test infrastructure, and how many of them were resolved."""
+    ti = m.get("test_infra") or {"episodes": 0, "resolved": 0, "restored": 0, "why": {}}
+    rules = ", ".join(f"{k} {v}" for k, v in (m.get("grading_rules") or {}).items()) or "none"
+    line = (
+        f"Patches touching test infrastructure: {ti['episodes']}, resolved among them: "
+        f"{ti['resolved']} (put back before the tests: {ti['restored']}; graded episodes by "
+        f"rules: {rules})."
+    )
+    if ti["why"]:
+        line += " What they touched: " + ", ".join(f"{k} {v}" for k, v in ti["why"].items()) + "."
+    return line
+
+
 def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
     cfg, pol = card.eval, card.eval.policy
     lim, box = cfg.episode, cfg.sandbox
@@ -123,6 +137,8 @@ def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
         "## Summary",
         "",
         summary_table(m),
+        "",
+        test_infra_line(m),
         "",
         "## Per repository",
         "",
@@ -181,7 +197,7 @@ def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
         f"- sandbox: {box.cpus:g} CPU, {box.memory} memory, {box.pids} processes, "
         f"network {'on' if box.network else 'off'} ({cfg.sandbox_backend})",
         f"- prompts: `{lim.prompt_variant}` variant, sha256 `{card.prompt_sha256[:16]}`",
-        f"- SWE-bench environments: {cfg.swebench_env}",
+        f"- SWE-bench environments: {cfg.swebench_env}; grading rules: {cfg.grading_rules}",
         f"- code version: `{card.code_version}`; workers: {cfg.workers}; started {card.started_at}",
         "",
         "Full card: `config.json`; raw numbers: `metrics.json`; SWE-bench files: "

@@ -31,7 +31,7 @@ from deepswe.env.episode import INFRA_EXCEPTIONS, run_task
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.policies import make_policy
 from deepswe.env.trajectory import Ending, Trajectory
-from deepswe.eval.config import EvalConfig
+from deepswe.eval.config import EvalConfig, with_grading_rules
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
 
 
@@ -43,7 +43,7 @@ def run_one(task: Task, run: int, cfg: EvalConfig) -> EpisodeRecord:
     for attempt in range(1, cfg.infra_retries + 2):
         try:
             traj = run_task(
-                task,
+                with_grading_rules(task, cfg),
                 make_policy(cfg.policy, task, run),
                 limits=cfg.episode,
                 backend=cfg.sandbox_backend,

@@ -88,7 +88,8 @@
     const score = f.verifier.value;
     body.replaceChildren(...filtered.slice(0, shown).map((r) => {
       const tr = el("tr", r.n === selected ? "selected" : null,
-        el("td", "id", r.id), el("td", null, r.run), el("td", null, badge(r.outcome)),
+        el("td", "id", r.id), el("td", null, r.run),
+        el("td", null, badge(r.outcome), r.test_infra ? el("span", "badge flag", "test infra") : ""),
         el("td", null, r.ending), el("td", null, r.steps), el("td", null, fmt(r.scores[score], 3)),
         el("td", null, fmt(r.seconds, 1)));
       tr.dataset.n = r.n;
@@ -151,7 +152,14 @@
 
   function grade(g, t) {
     if (!g) return [el("p", "empty", "Not graded. " + (t.ending_detail || ""))];
-    const out = [meta([["outcome", badge(g.outcome)], ["reward", g.reward], ["parser", g.parser], ["reason", g.reason]])];
+    const rules = (g.rules || "swebench") + (g.grader_ran_tests ? ", tests run by the grader" : "");
+    const out = [meta([["outcome", badge(g.outcome)], ["reward", g.reward], ["parser", g.parser],
+      ["rules", rules], ["reason", g.reason]])];
+    const infra = g.test_infra || [];
+    if (infra.length) {
+      const lines = infra.map((c) => c.path + " (" + c.why + "; " + (c.restored ? "put back before the tests" : "kept, flagged") + ")");
+      out.push(el("div", "label", "test infrastructure the patch changed (" + infra.length + ")"), el("pre", null, lines.join("\n")));
+    }
     for (const k of ["f2p_failed", "p2p_failed", "missing", "mismatched", "unexpected"]) {
       if (g[k].length) out.push(el("div", "label", k + " (" + g[k].length + ")"), el("pre", null, g[k].join("\n")));
     }

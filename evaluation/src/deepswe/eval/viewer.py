@@ -71,6 +71,7 @@ def episode_row(rec: EpisodeRecord, verdicts: dict[str, dict]) -> dict:
         "steps": len(traj.steps) if traj else 0,
         "seconds": round(rec.finished_at - rec.started_at, 1) if rec.finished_at else None,
         "scores": _scores(rec, verdicts),
+        "test_infra": len(traj.grade.test_infra) if traj and traj.grade else 0,
     }
 
 
