@@ -1,0 +1,143 @@
+"""The grader's side of owning pytest: commands rewritten onto the launcher, its report read,
+test infrastructure told apart, and the two stand-alone scripts on the oldest Pythons."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepswe.data.datasets import load_tasks
+from deepswe.data.loaders.r2e_gym import R2E_TEST_COMMANDS, r2e_test_command
+from deepswe.env.grading.owned import LAUNCHER, SHADOW_PROBE, own_pytest_command, read_report
+from deepswe.env.grading.testinfra import infra_by_name, section_changed
+
+L, R = "/g/deepswe_pytest.py", "/g/report"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            "python -m pytest -rA -p no:cacheprovider -o addopts= test_addict.py",
+            f"python {L} {R} -rA -p no:cacheprovider -o addopts= test_addict.py",
+        ),
+        (
+            r2e_test_command("numpy"),
+            "PYTHONWARNINGS=ignore::UserWarning,ignore::SyntaxWarning .venv/bin/python -W ignore "
+            f"{L} {R} -rA r2e_tests",
+        ),
+        (
+            R2E_TEST_COMMANDS["orange3"],
+            "QT_QPA_PLATFORM=minimal PYTHONWARNINGS=ignore::UserWarning,ignore::SyntaxWarning "
+            f"xvfb-run --auto-servernum .venv/bin/python -W ignore {L} {R} -rA r2e_tests",
+        ),
+        (  # SWE-bench's composed command: only its pytest line changes
+            "( source /opt/x\npytest --no-header -rA tests/t.py\n)",
+            f'( source /opt/x\n"$(deepswe_script_python pytest)" {L} {R} --no-header -rA tests/t.py\n)',
+        ),
+    ],
+)
+def test_a_pytest_command_is_run_by_the_launcher(command: str, expected: str) -> None:
+    owned = own_pytest_command(command, L, R)
+    assert owned is not None
+    assert owned.command.endswith(expected)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "./tests/runtests.py --verbosity 2 admin_views",  # Django's own runner
+        "bin/test -C --verbose sympy/core/tests/test_basic.py",  # sympy's
+        "python -m pytest tests | tee log",  # a pipe
+        "python -m pytest a.py\npython -m pytest b.py",  # two runs
+        "python -c 'import pytest; pytest.main()'",
+        "tox -e py39 -- pytest",
+    ],
+)
+def test_other_commands_run_as_the_task_wrote_them(command: str) -> None:
+    assert own_pytest_command(command, L, R) is None
+
+
+def test_every_swe_mini_task_is_graded_by_the_launcher() -> None:
+    tasks = load_tasks("swe-mini")
+    assert tasks and all(own_pytest_command(t.test_spec.command, L, R) for t in tasks)
+    assert {t.test_spec.grading_rules for t in tasks} == {"strict"}
+
+
+def test_the_report_closes_only_with_the_nonce() -> None:
+    body = "# deepswe-grader report v1\n=== short test summary info ===\nPASSED a::b\n"
+    forged = body + "========== deepswe-grader: pytest.main returned 0 guess ==========\n"
+    assert read_report(forged, "n0nce").returned is None
+    real = forged + "========== deepswe-grader: pytest.main returned 1 n0nce ==========\n"
+    rep = read_report(real, "n0nce")
+    assert (rep.started, rep.returned) == (True, 1) and "PASSED a::b" in rep.summary
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("conftest.py", "conftest"),
+        ("src/pkg/tests/conftest.py", "conftest"),
+        ("pytest.ini", "pytest configuration"),
+        ("sub/.pytest.ini", "pytest configuration"),
+        ("sitecustomize.py", "interpreter start-up"),
+        ("usercustomize.py", "interpreter start-up"),
+        ("evil.pth", "interpreter start-up"),
+        ("pkg.egg-info/entry_points.txt", "package metadata"),
+        ("pkg/ops.py", None),
+        ("setup.cfg", None),  # only its pytest section counts (section_changed)
+    ],
+)
+def test_test_infrastructure_by_name(path: str, why: str | None) -> None:
+    assert infra_by_name(path) == why
+
+
+def test_only_a_changed_pytest_section_counts() -> None:
+    cfg = "[metadata]\nname = x\n\n[tool:pytest]\naddopts = -q\n"
+    assert not section_changed("setup.cfg", cfg, cfg.replace("name = x", "name = y"))
+    assert section_changed("setup.cfg", cfg, cfg.replace("-q", "-p evil"))
+    assert section_changed("tox.ini", "[tox]\n", "[tox]\n[pytest]\naddopts = -p evil\n")
+    toml = '[project]\nname = "x"\n'
+    assert not section_changed("pyproject.toml", toml, toml + "version = '1'\n")
+    assert section_changed("pyproject.toml", toml, toml + "[tool.pytest.ini_options]\nx = 1\n")
+    assert section_changed("setup.cfg", cfg, "[[broken")  # unparsable: changed
+
+
+OLD_PYTHONS = [p for p in sorted(Path.home().glob(".pyenv/versions/3.[5-7]*/bin/python3"))]
+
+
+@pytest.mark.parametrize("script", [LAUNCHER, SHADOW_PROBE], ids=lambda p: p.name)
+def test_the_scripts_compile_on_the_oldest_pythons_here(script: Path) -> None:
+    """They run inside task images with the image's own interpreter (3.6 and up)."""
+    if not OLD_PYTHONS:
+        pytest.skip("no pyenv CPython 3.5-3.7 on this machine")
+    for python in OLD_PYTHONS:
+        res = subprocess.run(
+            [str(python), "-c", f"compile(open({str(script)!r}).read(), 's', 'exec')"],
+            capture_output=True,
+            text=True,
+        )
+        assert res.returncode == 0, (python, res.stderr)
+
+
+def test_the_shadow_probe_names_new_modules_the_environment_has(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    for rel in ("pytest.py", "doctest.py", "brand_new_mod.py", "pkg/json.py", "json/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    args = ["pytest.py", "doctest.py", "brand_new_mod.py", "pkg/json.py", "json/__init__.py"]
+    res = subprocess.run(
+        [sys.executable, str(SHADOW_PROBE), str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        check=True,
+    )
+    # pkg/json.py is pkg.json: it shadows nothing; a new json/ package would shadow json.
+    assert res.stdout.split() == ["pytest.py", "doctest.py", "json/__init__.py"]
