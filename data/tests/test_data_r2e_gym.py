@@ -82,7 +82,10 @@ def test_all_five_fixtures_load_with_the_expected_shape() -> None:
             and t.image.endswith(t.metadata["commit_hash"])
         )
         assert t.base_commit == t.metadata["commit_hash"] + "^"
-        assert t.test_spec.command == "bash run_tests.sh" and t.test_spec.log_parser == "r2e-gym"
+        # R2E-Gym's tests_cmd for the repository, not the image's run_tests.sh
+        assert t.test_spec.command.endswith(".venv/bin/python -W ignore -m pytest -rA r2e_tests")
+        assert t.test_spec.log_parser == "r2e-gym" and t.test_spec.grading_rules == "strict"
+        assert ("xvfb-run" in t.test_spec.command) == t.instance_id.startswith("orange3")
         assert t.metadata["test_lists_from"] == "execution_result"
         assert "test_1.py" in t.hidden.test_files
         assert "[ISSUE]" not in t.problem_statement and t.problem_statement.startswith("**Title:**")

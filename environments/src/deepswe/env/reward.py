@@ -38,6 +38,13 @@ from deepswe.env.grading.outcomes import GradeResult, Outcome, TestInfraChange
 from deepswe.env.grading.owned import LAUNCHER, OwnedCommand, own_pytest_command, read_report
 from deepswe.env.grading.patch import patch_apply_script
 from deepswe.env.grading.testinfra import patch_paths, scan_test_infra
+from deepswe.env.r2e_layout import (
+    HIDDEN_TESTS_DIR,
+    TESTS_LINK,
+    hide_grading_material,
+    link_script,
+    uses_r2e_layout,
+)
 from deepswe.env.sandbox import Sandbox, SandboxError
 from deepswe.env.workspace import START_REF, changed_paths, take_snapshot
 
@@ -74,9 +81,12 @@ class RewardRun:
 
 def graded_paths(task: Task) -> list[str]:
     """Repository files that belong to the task, not to the agent: those holding a graded test
-    (`hidden.graded_files`) and those the test patch touches."""
+    (`hidden.graded_files`) and those the test patch touches; for R2E-Gym's rows, whose hidden
+    tests are whole files and no test patch is applied (as R2E-Gym grades), the r2e_tests path."""
     paths = set(task.hidden.graded_files)
-    if task.hidden.test_patch:
+    if uses_r2e_layout(task):
+        paths.add(TESTS_LINK)
+    elif task.hidden.test_patch:
         paths |= {f.path for f in PatchSet(task.hidden.test_patch)}
     return sorted(paths)
 
@@ -107,7 +117,9 @@ def hidden_tests_script(task: Task, also_restore: list[str] = ()) -> str:
     """
     paths = sorted(set(graded_paths(task)) | set(also_restore))
     lines = [restore_script(paths)] if paths else []
-    if task.hidden.test_patch:
+    if uses_r2e_layout(task):
+        lines.append(f"{link_script()} || exit 3")
+    elif task.hidden.test_patch:
         lines.append(f"git apply --verbose {TEST_PATCH_PATH} >&2 || exit 3")
     return "\n".join(lines)
 
@@ -120,6 +132,8 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
     log: list[str] = []
     applied = False
     try:
+        if uses_r2e_layout(task):
+            hide_grading_material(sandbox, workdir)
         take_snapshot(sandbox, workdir)
         if patch.strip():
             sandbox.write_file(PATCH_PATH, patch if patch.endswith("\n") else patch + "\n")
@@ -145,10 +159,10 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         # these files is the patch's (the launcher reports it).
         exempt = _exempt(task) | {c.path for c in changes if c.restored}
         touched = sorted(p for p in changed if p not in exempt)
-        if task.hidden.test_patch:
+        if task.hidden.test_patch and not uses_r2e_layout(task):
             sandbox.write_file(TEST_PATCH_PATH, task.hidden.test_patch)
         for name, source in task.hidden.test_files.items():
-            sandbox.write_file(f"/r2e_tests/{name}", source)
+            sandbox.write_file(f"{HIDDEN_TESTS_DIR}/{name}", source)
         setup = hidden_tests_script(task, [c.path for c in changes if c.restored])
         if setup:
             r = sandbox.run(setup, cwd=workdir, timeout=120)

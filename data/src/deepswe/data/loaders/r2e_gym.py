@@ -5,8 +5,10 @@ execution_result_content, modified_files, modified_entity_summaries, relevant_fi
 num_non_test_files, num_non_test_func_methods, num_non_test_lines, expected_output_json.
 
 - image: docker_image. Its /testbed holds the repository and run_tests.sh, and /r2e_tests the
-  hidden tests; R2E-Gym runs `bash run_tests.sh` (after moving it and r2e_tests to /root so the
-  agent cannot read them, and linking r2e_tests back into /testbed for the run).
+  hidden tests; R2E-Gym runs `bash /root/run_tests.sh` (after moving it and r2e_tests to /root
+  and linking r2e_tests back into /testbed). The test command here is what that script holds,
+  R2E-Gym's `tests_cmd` for the repository (repo_analysis_args.py), so the grader runs the
+  task's command, never a script from the image (deepswe.env.r2e_layout).
 - base_commit: parsed_commit_content.old_commit_hash, which R2E-Gym writes as "<commit_hash>^"
   (a git revision naming the parent; the parent's SHA is not in the row).
 - gold / test patch: the commit's file diffs split by R2E-Gym's test-file rule (r2e_commit.py).
@@ -38,7 +40,22 @@ from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
 
 R2E_GYM_SUBSET = "R2E-Gym/R2E-Gym-Subset"
-R2E_TEST_COMMAND = "bash run_tests.sh"  # R2E-Gym DockerRuntime.run_tests
+# R2E-Gym's `RepoAnalysisArgs.tests_cmd` (src/r2egym/repo_analysis/repo_analysis_args.py), the
+# line each image's run_tests.sh runs in /testbed: one command for every repository but orange3,
+# whose Qt tests need a display.
+R2E_TEST_COMMAND = (
+    "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' "
+    ".venv/bin/python -W ignore -m pytest -rA r2e_tests"
+)
+R2E_TEST_COMMANDS = {
+    "orange3": f"QT_QPA_PLATFORM=minimal PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'"
+    " xvfb-run --auto-servernum .venv/bin/python -W ignore -m pytest -rA r2e_tests",
+}
+
+
+def r2e_test_command(repo_name: str) -> str:
+    """The command R2E-Gym's image for `repo_name` grades with."""
+    return R2E_TEST_COMMANDS.get(repo_name.lower(), R2E_TEST_COMMAND)
 
 # R2E-Gym names repositories without their owner; these are the GitHub owners of the repos it
 # supports (r2egym/agenthub/__init__.py SUPPORTED_REPOS). Unknown names are kept bare.
@@ -160,7 +177,7 @@ def r2e_row_to_task(data: dict[str, Any]) -> Task:
         problem_statement=(issue.group(1) if issue else row.problem_statement).strip(),
         source=TaskSource.R2E_GYM,
         image=row.docker_image,
-        test_spec=TestSpec(command=R2E_TEST_COMMAND, log_parser="r2e-gym"),
+        test_spec=TestSpec(command=r2e_test_command(row.repo_name), log_parser="r2e-gym"),
         hidden=HiddenTests(
             fail_to_pass=f2p,
             pass_to_pass=p2p,

@@ -14,6 +14,7 @@ from deepswe.data.task import Task
 from deepswe.env.agent import prompts
 from deepswe.env.agent.parser import ParsedAction, parse_action
 from deepswe.env.policies import ContextExceeded, Policy, PolicyError, Reply
+from deepswe.env.r2e_layout import hide_grading_material, uses_r2e_layout
 from deepswe.env.sandbox import Sandbox, SandboxError
 from deepswe.env.tools import error_observation, format_observation, timeout_observation
 from deepswe.env.tools.calls import shell_command, tool_files
@@ -136,6 +137,8 @@ def run_episode(
     )
     started = time.monotonic()
     try:
+        if uses_r2e_layout(task):  # an R2E-Gym image's hidden tests and test script: gone
+            hide_grading_material(sandbox, limits.workdir)
         take_snapshot(sandbox, limits.workdir)  # before the agent acts: the patch's "before"
         install_tools(sandbox)
         _loop(task, policy, sandbox, limits, traj)

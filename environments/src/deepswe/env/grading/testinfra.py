@@ -132,7 +132,9 @@ def _shadowing(sandbox: Sandbox, python: str, added: list[str], workdir: str) ->
     sandbox.write_file(probe, SHADOW_PROBE.read_text())
     args = " ".join(shlex.quote(p) for p in candidates)
     cmd = f"{SCRIPT_PYTHON_FUNCTION}{python} {probe} {shlex.quote(workdir)} {args}"
-    r = sandbox.run(cmd, cwd="/", timeout=120)
+    # In the repository: the interpreter may be named relative to it (R2E-Gym's .venv/bin/python);
+    # the probe keeps the repository off its own sys.path.
+    r = sandbox.run(cmd, cwd=workdir, timeout=120)
     if r.timed_out or r.exit_code != 0:
         return []
     return [line for line in r.stdout.splitlines() if line in candidates]
