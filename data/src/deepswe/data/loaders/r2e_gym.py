@@ -48,7 +48,7 @@ R2E_TEST_COMMAND = (
     ".venv/bin/python -W ignore -m pytest -rA r2e_tests"
 )
 R2E_TEST_COMMANDS = {
-    "orange3": f"QT_QPA_PLATFORM=minimal PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'"
+    "orange3": "QT_QPA_PLATFORM=minimal PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'"
     " xvfb-run --auto-servernum .venv/bin/python -W ignore -m pytest -rA r2e_tests",
 }
 
@@ -56,6 +56,7 @@ R2E_TEST_COMMANDS = {
 def r2e_test_command(repo_name: str) -> str:
     """The command R2E-Gym's image for `repo_name` grades with."""
     return R2E_TEST_COMMANDS.get(repo_name.lower(), R2E_TEST_COMMAND)
+
 
 # R2E-Gym names repositories without their owner; these are the GitHub owners of the repos it
 # supports (r2egym/agenthub/__init__.py SUPPORTED_REPOS). Unknown names are kept bare.
