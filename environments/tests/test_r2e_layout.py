@@ -9,14 +9,12 @@ patch that edits or adds run_tests.sh changes nothing.
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import pytest
 
-from deepswe.data.loaders.r2e_gym import r2e_test_command
-from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import git
+from deepswe.data.r2e_toy import EXPECTED, OPS_GOOD, make_r2e_layout_task
+from deepswe.data.task import Task
 from deepswe.env.agent.loop import run_episode
 from deepswe.env.episode import grade_patch, run_task
 from deepswe.env.grading.outcomes import Outcome
@@ -28,67 +26,18 @@ from deepswe.env.sandbox.docker import DockerSandbox
 pytestmark = pytest.mark.docker
 
 LIMITS = SandboxLimits(memory="1g", pids=256)
-OPS_BUG = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
-OPS_GOOD = OPS_BUG.replace("return a - b", "return a + b")
-HIDDEN = (
-    "from calc.ops import add, mul\n\n\nclass TestOps:\n    def test_add(self):\n"
-    "        assert add(2, 3) == 5\n\n    def test_mul(self):\n        assert mul(2, 3) == 6\n"
-)
 # What R2E-Gym's run_tests.sh would be if a patch rewrote it: every test "passes".
 FAKE_SCRIPT = "echo 'PASSED r2e_tests/test_1.py::TestOps::test_add'\n"
-EXPECTED = {"TestOps.test_add": "PASSED", "TestOps.test_mul": "PASSED"}
-
-
-def _write(path: str, text: str) -> str:
-    """An install command that writes `text` to `path` (as R2E-Gym's Dockerfile COPY does)."""
-    data = base64.b64encode(text.encode()).decode()
-    return f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}"
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("r2e") / "calc"
-    (repo / "calc").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "calc" / "__init__.py").write_text("")
-    (repo / "calc" / "ops.py").write_text(OPS_BUG)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc with a bug")
-    return repo
+def task(tmp_path_factory) -> Task:
+    return make_r2e_layout_task(tmp_path_factory.mktemp("r2e"))
 
 
 @pytest.fixture(scope="module")
-def task(repo) -> Task:
-    from deepswe.data.toy import diff_to
-
-    command = r2e_test_command("calc")
-    return Task(
-        instance_id="calc_r2e01",
-        repo="calc",
-        base_commit=git(repo, "rev-parse", "HEAD").strip(),
-        problem_statement="add(2, 3) returns -1.",
-        source=TaskSource.R2E_GYM,
-        environment=EnvironmentSpec(
-            source=str(repo),
-            pip=["pytest"],
-            install=[
-                "ln -s /opt/venv .venv",
-                "pip install --no-index --no-deps --no-build-isolation -e . || "
-                "python -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "
-                '"testbed.pth").write_text("/testbed\\n")\'',
-                _write("/r2e_tests/test_1.py", HIDDEN),
-                _write("/testbed/run_tests.sh", command + "\n"),
-            ],
-        ),
-        test_spec=TestSpec(command=command, log_parser="r2e-gym", timeout_s=120),
-        hidden=HiddenTests(
-            fail_to_pass=["TestOps.test_add"],
-            pass_to_pass=["TestOps.test_mul"],
-            expected_statuses=EXPECTED,
-            test_files={"test_1.py": HIDDEN},
-        ),
-        gold_patch=diff_to(repo, "calc/ops.py", OPS_GOOD),
-    )
+def repo(task) -> Path:
+    return Path(task.environment.source)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from deepswe.data.task import Task
+from deepswe.env.grading.outcomes import GradeResult
 from deepswe.eval.card import make_card, open_run
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.runner import run_all
@@ -31,6 +32,10 @@ class Validation:
     passed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # instance id -> what went wrong
     undecided: dict[str, str] = field(default_factory=dict)  # instance id -> the infra error
+    # Tasks with expected statuses (R2E-Gym's expected_output_json): every gold run's test
+    # statuses against them, one line per test that differs.
+    disagreements: dict[str, list[str]] = field(default_factory=dict)
+    compared: int = 0  # tasks whose gold statuses were compared
 
     @property
     def ok(self) -> bool:
@@ -42,6 +47,13 @@ class Validation:
             "passed": len(self.passed),
             "failed": self.failed,
             "undecided": self.undecided,
+            "statuses": {
+                "compared": self.compared,
+                "agreeing": self.compared - len(self.disagreements),
+                "disagreements": self.disagreements,
+                "how": "each gold run's test statuses against the task's expected statuses "
+                "(R2E-Gym's expected_output_json), names normalised as R2E-Gym does",
+            },
         }
 
 
@@ -56,6 +68,19 @@ def _verdict(task: Task, records: dict[str, list[EpisodeRecord]]) -> tuple[str, 
                 got = r.outcome.value if r.outcome else None
                 return "failed", f"{policy} run {r.run}: {got}, want {want} ({why})"
     return "passed", ""
+
+
+def status_disagreements(task: Task, grade: GradeResult) -> list[str]:
+    """One line per test whose status differs from what the task expects (R2E-Gym's rule)."""
+    from deepswe.env.grading.parsers.r2e_gym import expected_statuses
+
+    want = expected_statuses(task)
+    lines = [f"{t}: expected {want[t].value}, missing from the run" for t in grade.missing]
+    lines += [
+        f"{t}: expected {want[t].value}, got {grade.statuses[t].value}" for t in grade.mismatched
+    ]
+    lines += [f"{t}: {grade.statuses[t].value}, not expected" for t in grade.unexpected]
+    return lines
 
 
 def validate_tasks(
@@ -76,6 +101,16 @@ def validate_tasks(
                 records[r.instance_id][policy].append(r)
     result = Validation()
     for t in tasks:
+        if t.hidden.expected_statuses is not None:
+            lines = [
+                f"gold run {r.run}: {line}"
+                for r in records[t.instance_id]["gold"]
+                if r.trajectory and r.trajectory.grade
+                for line in status_disagreements(t, r.trajectory.grade)
+            ]
+            result.compared += 1
+            if lines:
+                result.disagreements[t.instance_id] = lines
         verdict, why = _verdict(t, records[t.instance_id])
         if verdict == "passed":
             result.passed.append(t.instance_id)
@@ -86,4 +121,4 @@ def validate_tasks(
     return result
 
 
-__all__ = ["EXPECTED", "Validation", "validate_tasks"]
+__all__ = ["EXPECTED", "Validation", "status_disagreements", "validate_tasks"]

@@ -1,0 +1,75 @@
+"""A toy R2E-Gym row made on the spot, in R2E-Gym's own image layout, for tests.
+
+The image built from it is laid out as R2E-Gym's images are (R2E-Gym's
+repo_analysis/base_dockerfiles): the repository in /testbed with its virtualenv at
+/testbed/.venv, the test script at /testbed/run_tests.sh, the row's hidden tests in /r2e_tests.
+The task carries what a loaded R2E-Gym row carries: the hidden test files, expected_output_json
+and R2E-Gym's test command (deepswe.data.loaders.r2e_gym).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from deepswe.data.loaders.r2e_gym import r2e_test_command
+from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.toy import diff_to, git
+
+OPS_BUG = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+OPS_GOOD = OPS_BUG.replace("return a - b", "return a + b")
+HIDDEN_TEST = (
+    "from calc.ops import add, mul\n\n\nclass TestOps:\n    def test_add(self):\n"
+    "        assert add(2, 3) == 5\n\n    def test_mul(self):\n        assert mul(2, 3) == 6\n"
+)
+EXPECTED = {"TestOps.test_add": "PASSED", "TestOps.test_mul": "PASSED"}
+
+
+def _write(path: str, text: str) -> str:
+    """An install command that writes `text` to `path` (as R2E-Gym's Dockerfile COPY does)."""
+    data = base64.b64encode(text.encode()).decode()
+    return f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}"
+
+
+def make_r2e_layout_task(root: Path, expected: dict[str, str] = EXPECTED) -> Task:
+    """A one-bug R2E-Gym-style task over a repository made under `root`."""
+    repo = Path(root) / "calc"
+    (repo / "calc").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "calc" / "__init__.py").write_text("")
+    (repo / "calc" / "ops.py").write_text(OPS_BUG)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc with a bug")
+    command = r2e_test_command("calc")
+    on_path = (
+        "python -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "
+        '"testbed.pth").write_text("/testbed\\n")\''
+    )
+    return Task(
+        instance_id="calc_r2e01",
+        repo="calc",
+        base_commit=git(repo, "rev-parse", "HEAD").strip(),
+        problem_statement="add(2, 3) returns -1.",
+        source=TaskSource.R2E_GYM,
+        environment=EnvironmentSpec(
+            source=str(repo),
+            pip=["pytest"],
+            install=[
+                "ln -s /opt/venv .venv",
+                on_path,
+                _write("/r2e_tests/test_1.py", HIDDEN_TEST),
+                _write("/testbed/run_tests.sh", command + "\n"),
+            ],
+        ),
+        test_spec=TestSpec(command=command, log_parser="r2e-gym", timeout_s=120),
+        hidden=HiddenTests(
+            fail_to_pass=["TestOps.test_add"],
+            pass_to_pass=["TestOps.test_mul"],
+            expected_statuses=expected,
+            test_files={"test_1.py": HIDDEN_TEST},
+        ),
+        gold_patch=diff_to(repo, "calc/ops.py", OPS_GOOD),
+    )
+
+
+__all__ = ["EXPECTED", "HIDDEN_TEST", "OPS_BUG", "OPS_GOOD", "make_r2e_layout_task"]
