@@ -183,6 +183,7 @@ def test_private_repos_are_hidden_without_the_token_and_never_made_public(hub, t
     commits = _commits(state)
     refused = _publish(tmp_path, env, "--push", "--private")
     assert refused.returncode == 3 and "is public" in refused.stderr
+    assert "already pushed" not in refused.stderr  # refused while reading, before any commit
     assert _commits(state) == commits
 
 

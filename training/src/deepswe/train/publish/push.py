@@ -95,20 +95,22 @@ def _push_repo(api, r: RepoPlan, create_pr: bool) -> str:
     return head
 
 
-def _each(plan: Plan, step) -> list[str]:
+def _each(plan: Plan, step, pushes: bool) -> list[str]:
     """`step(repo_plan)` for every repo in order, a failure translated to one PublishError
-    line that names what already landed; returns one 'repo@revision: result' line each."""
+    line (naming what already landed when `pushes`); returns one 'repo@revision: result' line
+    each."""
     done: list[str] = []
     for r in plan.repos:
+        landed = _done_before(done) if pushes else ""
         try:
             result = step(r)
         except Exception as err:  # translated to one line; the traceback is the client's
             if isinstance(err, PublishError):
-                raise PublishError(f"{err}{_done_before(done)}") from None
+                raise PublishError(f"{err}{landed}") from None
             if type(err).__module__.startswith(("huggingface_hub", "httpx", "requests")) or \
                     isinstance(err, OSError):  # fmt: skip
                 msg = _explain(err, f"{r.repo_type} {r.repo_id}@{r.revision}")
-                raise PublishError(f"{msg}{_done_before(done)}") from err
+                raise PublishError(f"{msg}{landed}") from err
             raise
         done.append(f"{r.repo_type} {r.repo_id}@{r.revision}: {result}")
     return done
@@ -120,7 +122,7 @@ def survey_plan(plan: Plan, private: bool = False) -> None:
     from huggingface_hub import HfApi
 
     api = HfApi()
-    _each(plan, lambda r: _survey_repo(api, r, private))
+    _each(plan, lambda r: _survey_repo(api, r, private), pushes=False)
 
 
 def push_plan(plan: Plan, private: bool = False, create_pr: bool = False) -> list[str]:
@@ -131,7 +133,7 @@ def push_plan(plan: Plan, private: bool = False, create_pr: bool = False) -> lis
     if any(r.head is None for r in plan.repos):
         survey_plan(plan, private)
     api = HfApi()
-    return _each(plan, lambda r: _push_repo(api, r, create_pr))
+    return _each(plan, lambda r: _push_repo(api, r, create_pr), pushes=True)
 
 
 def _done_before(done: list[str]) -> str:
