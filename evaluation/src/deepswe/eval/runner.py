@@ -4,8 +4,9 @@ Each episode is mostly waiting (on containers and on the model server), so threa
 W workers means W episodes in flight. Episodes already on disk are skipped, which is all that
 resuming takes. An infrastructure failure is retried up to `infra_retries` times and, if it
 persists, stored as INFRA_ERROR: its own count, never an unresolved, and tried again by the next
-resume. An exception that is not an infrastructure failure (a bug in a policy, bad input) stops
-the run: episodes already stored stay, episodes not started are not started.
+resume. An exception that is not an infrastructure failure (a bug in a policy, bad input) is
+stored as INFRA_ERROR at once with its traceback, and the other episodes run: one bad episode
+never stops a batch, and the command's exit 3 names it.
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ def run_one(task: Task, run: int, cfg: EvalConfig) -> EpisodeRecord:
         except INFRA_EXCEPTIONS as exc:  # the harness itself failed: an infra error, retried
             reason = f"harness: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
             continue
-        # Anything else (bad input such as a missing gold patch, or a bug in a policy) is not
-        # retried and not recorded: it stops the run with its traceback (run_all).
+        except Exception as exc:
+            # Anything else (bad input such as a missing gold patch, a bug in a policy or in the
+            # harness) is this episode's alone: recorded as infra_error with its traceback, not
+            # retried (it would fail the same way), and the batch goes on; the command exits 3
+            # naming it, and a resume tries it again.
+            why = f"harness error (not retried): {type(exc).__name__}: {exc}\n"
+            return _infra_record(task, run, started, 1, why + traceback.format_exc(), None)
         last = traj
         if traj.ending is not Ending.INFRA_ERROR:  # (a grading infra error sets it too)
             return EpisodeRecord(
@@ -68,14 +74,20 @@ def run_one(task: Task, run: int, cfg: EvalConfig) -> EpisodeRecord:
                 trajectory=traj,
             )
         reason = traj.ending_detail or "infra error"
+    return _infra_record(task, run, started, cfg.infra_retries + 1, reason, last)
+
+
+def _infra_record(
+    task: Task, run: int, started: float, attempts: int, reason: str, last: Trajectory | None
+) -> EpisodeRecord:
     return EpisodeRecord(
         instance_id=task.instance_id,
         run=run,
         repo=task.repo,
         status=EpisodeStatus.INFRA_ERROR,
         outcome=Outcome.INFRA_ERROR,
-        attempts=cfg.infra_retries + 1,
-        reason=reason[-2000:],
+        attempts=attempts,
+        reason=reason[-4000:],
         started_at=started,
         finished_at=time.time(),
         trajectory=last,
@@ -143,7 +155,7 @@ def run_all(
                     continue
                 futures[pool.submit(_run_and_save, task, k, cfg, store)] = (task, k)
             for fut in as_completed(futures):
-                record = fut.result()  # re-raises what stopped an episode that is not infra
+                record = fut.result()
                 counts[record.outcome.value if record.outcome else record.status.value] += 1
                 resolved += record.resolved
                 progress.update(bar, advance=1, resolved=resolved)
