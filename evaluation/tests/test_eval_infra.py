@@ -50,6 +50,10 @@ def test_a_task_that_cannot_be_graded_makes_the_run_exit_3(toy):
     assert broken.instance_id in res.stderr and "hidden tests did not apply" in res.stderr
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["counts"] == {"resolved": 1, "infra_error": 1}
+    # Every graded episode keeps its test log where swebench keeps it (issue 27).
+    log = (out / "reports" / "run-0" / tasks[0].instance_id / "test_output.txt").read_text()
+    assert ">>>>> Tests Run By The Grader" in log and "PASSED tests/" in log
+    assert "--- the test process's output (not graded) ---" in log
     (record,) = [r for r in RunStore(out).records() if r.status is EpisodeStatus.INFRA_ERROR]
     assert record.attempts == 2 and record.trajectory.reward is None
     assert record.trajectory.ending == "infra_error"

@@ -20,7 +20,7 @@ from deepswe.env.images.task import ensure_task_image
 from deepswe.env.policies import Policy
 from deepswe.env.reward import RewardRun, run_reward
 from deepswe.env.sandbox import SandboxError, SandboxLimits, backend_class
-from deepswe.env.trajectory import Ending, Trajectory
+from deepswe.env.trajectory import Ending, Trajectory, capped_log
 
 # What a harness may raise for reasons that are nobody's answer: the sandbox or image layer, the
 # Docker engine, a network call. A caller retries these and records them as infra_error;
@@ -121,9 +121,9 @@ def run_task(
         traj.outcome = Outcome.INFRA_ERROR
         return traj
     t0 = time.monotonic()
-    result = grade_patch(
-        task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits
-    ).grade
+    run = grade_patch(task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits)
+    result = run.grade
+    traj.test_log = capped_log(run.text)
     traj.grade_seconds = time.monotonic() - t0
     traj.grade, traj.outcome = result, result.outcome
     if result.outcome is Outcome.INFRA_ERROR:

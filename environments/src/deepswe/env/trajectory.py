@@ -52,6 +52,17 @@ class Step(BaseModel):
     logprobs: list[float] | None = Field(None, description="their log-probs, same length")
 
 
+TEST_LOG_MAX_CHARS = 1 << 20  # a test log kept per episode: 1 Mi characters at most
+
+
+def capped_log(text: str, limit: int = TEST_LOG_MAX_CHARS) -> str:
+    """`text`, or its first and last halves of `limit` with a line saying what was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
 class Trajectory(BaseModel):
     """One episode, from the first prompt to the grade."""
 
@@ -67,6 +78,12 @@ class Trajectory(BaseModel):
     outcome: Outcome | None = Field(None, description="the grader's outcome, once graded")
     reward: float | None = Field(None, description="1.0 iff resolved; None when not graded")
     grade: GradeResult | None = Field(None, description="the grader's verdict in full")
+    test_log: str = Field(
+        "",
+        description="the reward run's log and the test process's output, what swebench keeps "
+        "as test_output.txt (deepswe.env.reward.RewardRun.text; head and tail kept past "
+        "TEST_LOG_MAX_CHARS)",
+    )
     wall_seconds: float = 0.0
     grade_seconds: float = 0.0
 

@@ -68,7 +68,8 @@ def instance_report(task: Task, patch: str | None, grade: GradeResult | None) ->
 def write_swebench_files(
     store: RunStore, tasks: list[Task], runs: int, model_name: str
 ) -> list[Path]:
-    """Per run: predictions/run-<k>.jsonl and reports/run-<k>/<instance_id>/report.json.
+    """Per run: predictions/run-<k>.jsonl and reports/run-<k>/<instance_id>/report.json, with
+    the episode's test log beside it as test_output.txt (as swebench keeps it).
 
     Only episodes that produced a trajectory appear (unsupported_env has no patch to submit).
     """
@@ -88,6 +89,8 @@ def write_swebench_files(
             )
             path = store.root / "reports" / f"run-{k}" / r.instance_id / "report.json"
             atomic_write_json(path, report)
+            if traj.test_log:
+                (path.parent / "test_output.txt").write_text(traj.test_log, encoding="utf-8")
         pred = store.root / "predictions" / f"run-{k}.jsonl"
         pred.parent.mkdir(parents=True, exist_ok=True)
         pred.write_text("".join(line + "\n" for line in lines), encoding="utf-8")

@@ -163,6 +163,10 @@
     for (const k of ["f2p_failed", "p2p_failed", "missing", "mismatched", "unexpected"]) {
       if (g[k].length) out.push(el("div", "label", k + " (" + g[k].length + ")"), el("pre", null, g[k].join("\n")));
     }
+    if (t.test_log) {
+      const log = el("details", null, el("summary", null, "test log (test_output.txt)"), el("pre", null, t.test_log));
+      out.push(log);
+    }
     const tests = Object.entries(g.statuses);
     if (tests.length) {
       const tb = el("tbody");

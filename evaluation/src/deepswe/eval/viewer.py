@@ -75,6 +75,17 @@ def episode_row(rec: EpisodeRecord, verdicts: dict[str, dict]) -> dict:
     }
 
 
+VIEW_LOG_CHARS = 20_000  # of each episode's test log, the end (where pytest's summary is)
+
+
+def _tail(text: str) -> str:
+    if len(text) <= VIEW_LOG_CHARS:
+        return text
+    return f"[... {len(text) - VIEW_LOG_CHARS} characters; the whole log: " + (
+        f"reports/run-<k>/<instance>/test_output.txt ...]\n{text[-VIEW_LOG_CHARS:]}"
+    )
+
+
 def episode_detail(rec: EpisodeRecord, verdicts: dict[str, dict]) -> dict:
     """Everything the episode view shows. Token ids and log-probs are left out (large, and not
     what the agent saw); of the chat only the prompt is kept, the steps hold the rest."""
@@ -98,6 +109,7 @@ def episode_detail(rec: EpisodeRecord, verdicts: dict[str, dict]) -> dict:
         "ending_detail": traj.ending_detail,
         "patch": traj.patch,
         "grade": traj.grade.model_dump(mode="json") if traj.grade else None,
+        "test_log": _tail(traj.test_log),
         "wall_seconds": traj.wall_seconds,
         "grade_seconds": traj.grade_seconds,
     }
