@@ -116,7 +116,10 @@ class Wheelhouse:
         return pins
 
     def add(self, requirements: list[str], remember: bool = False) -> None:
-        """Download `requirements` with their closure for the target into the folder."""
+        """Download `requirements` with their closure for the target into the folder. A pip
+        step may carry options for the install in the image (`--upgrade`); they are not
+        requirements and are left out here."""
+        requirements = [r for r in requirements if not r.startswith("-")]
         if not requirements:
             return
         try:
