@@ -1,0 +1,26 @@
+"""Which Python R2E-Gym's install ended up with for a row, read from the row's own setup log.
+
+Several of R2E-Gym's install scripts (src/r2egym/install_utils/<repo>_install.sh) try Pythons in
+turn (orange3: 3.7, 3.8, 3.10; pandas: 3.7, 3.8, 3.10) and keep the first that installs. Each
+attempt starts with `uv venv --python X.Y`, which prints "Using CPython X.Y.Z" to stderr, and the
+row's execution_result_content keeps that stderr (`setup_res_stderr`): the last such line names
+the attempt that was kept (the script stops at the first success).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_USING = re.compile(r"Using (?:CPython|Python) (\d+)\.(\d+)(?:\.\d+)?")
+
+
+def setup_python(execution: dict[str, Any]) -> str | None:
+    """The Python ("X.Y") of the last venv R2E-Gym's install made for this row, or None when
+    the row's execution_result_content holds no setup log."""
+    log = f"{execution.get('setup_res_stderr') or ''}\n{execution.get('setup_res_stdout') or ''}"
+    found = _USING.findall(log)
+    return f"{found[-1][0]}.{found[-1][1]}" if found else None
+
+
+__all__ = ["setup_python"]
