@@ -62,16 +62,23 @@ def load_dataset(name: str, ids: list[str] | None, limit: int | None):
 
 
 def prepare_tasks(tasks, cfg):
-    """SWE-bench tasks get their environment; returns (tasks, {instance_id: unsupported reason})."""
-    from deepswe.eval.swebench_env import SwebenchEnvError, needs_swebench_env, prepare_all
+    """SWE-bench and R2E-Gym tasks get their environment (an image, or a spec to build one
+    from --repo-mirror); returns (tasks, {instance_id: unsupported reason}). A task that can
+    be neither (no image here, no mirror) exits 2 with one line, before any run folder."""
+    from deepswe.eval import r2e_env, swebench_env
 
-    if not any(needs_swebench_env(t) for t in tasks):
-        return tasks, {}
     mirror = Path(cfg.repo_mirror) if cfg.repo_mirror else None
+    unsupported: dict[str, str] = {}
     try:
-        return prepare_all(tasks, mode=cfg.swebench_env, mirror=mirror)
-    except SwebenchEnvError as exc:
+        if any(swebench_env.needs_swebench_env(t) for t in tasks):
+            tasks, more = swebench_env.prepare_all(tasks, mode=cfg.swebench_env, mirror=mirror)
+            unsupported.update(more)
+        if any(r2e_env.needs_r2e_env(t) for t in tasks):
+            tasks, more = r2e_env.prepare_all(tasks, mode=cfg.r2e_env, mirror=mirror)
+            unsupported.update(more)
+    except (swebench_env.SwebenchEnvError, r2e_env.R2EEnvError) as exc:
         _fail(str(exc))
+    return tasks, unsupported
 
 
 def _check_endpoint(cfg):
@@ -145,6 +152,7 @@ def run(
     ),
     repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
     swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
     memory: str = typer.Option(None, help="sandbox memory limit, e.g. 4g"),
     cpus: float = typer.Option(None, help="sandbox CPU limit"),
     sandbox: str = _SANDBOX,
@@ -166,7 +174,8 @@ def run(
         "episode.max_steps": max_steps, "episode.max_context_tokens": max_context,
         "episode.prompt_variant": prompt_variant, "infra_retries": infra_retries,
         "max_infra_errors": max_infra_errors, "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "sandbox.memory": memory, "sandbox.cpus": cpus,
+        "swebench_env": swebench_env, "r2e_env": r2e_env, "sandbox.memory": memory,
+        "sandbox.cpus": cpus,
         "sandbox_backend": sandbox,
     })  # fmt: skip
     if dry_run:
@@ -202,13 +211,19 @@ def validate(
     limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
     ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
     sandbox: str = _SANDBOX,
+    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
 ) -> None:
     """Gold resolves every task and the empty patch none: the check a task set must pass."""
     from deepswe.eval.card import ProtocolMismatch
     from deepswe.eval.validate import validate_tasks
 
-    cfg = _config(config, overrides, {"dataset": dataset, "baseline_runs": rounds,
-                                      "workers": workers, "sandbox_backend": sandbox})  # fmt: skip
+    cfg = _config(config, overrides, {
+        "dataset": dataset, "baseline_runs": rounds, "workers": workers,
+        "sandbox_backend": sandbox, "repo_mirror": str(repo_mirror) if repo_mirror else None,
+        "swebench_env": swebench_env, "r2e_env": r2e_env,
+    })  # fmt: skip
     _preflight(cfg.sandbox_backend)
     tasks = load_dataset(cfg.dataset, ids, limit)
     tasks, unsupported = prepare_tasks(tasks, cfg)
@@ -276,17 +291,29 @@ def _clean_leftover_sandboxes(backend: str = "docker") -> None:
 @app.command()
 def envs(
     dataset: str = typer.Option("swe-bench-verified", help=DATASET_HELP),
-    repo_mirror: Path = typer.Option(None, help="folder of git clones (compiler detection)"),
+    repo_mirror: Path = typer.Option(
+        None, help="folder of git clones (SWE-bench: compiler detection; R2E-Gym: clone checks)"
+    ),
     all_specs: bool = typer.Option(False, help="also specs no task of the dataset uses"),
 ) -> None:
-    """Every SWE-bench (repository, version) environment: can this machine build it, and why
-    not; how many instances of the dataset each serves."""
-    from deepswe.eval.swebench_coverage import markdown, spec_rows, summary
+    """Which environments this machine can build from source, and why not: every SWE-bench
+    (repository, version) spec with the instances it serves, or for R2E-Gym rows (a local file
+    or folder of rows, or r2e-gym-subset from the Hub) one line per repository."""
+    from deepswe.data.task import TaskSource
 
     tasks = load_dataset(dataset, None, None)
+    if any(t.source is TaskSource.R2E_GYM for t in tasks):
+        from deepswe.eval import r2e_coverage
+
+        repos = r2e_coverage.coverage(tasks, repo_mirror)
+        typer.echo(r2e_coverage.markdown(repos, repo_mirror is not None))
+        typer.echo(json.dumps(r2e_coverage.summary(repos), indent=1))
+        return
+    from deepswe.eval.swebench_coverage import markdown, spec_rows, summary
+
     rows = spec_rows(tasks, repo_mirror, all_specs)
     if not rows:
-        _fail(f"dataset {dataset}: no SWE-bench repositories in it")
+        _fail(f"dataset {dataset}: no SWE-bench or R2E-Gym repositories in it")
     typer.echo(markdown(rows))
     typer.echo(json.dumps(summary(rows), indent=1))
 
@@ -346,6 +373,7 @@ def grade(
     workers: int = typer.Option(None, min=1, help="gradings at once"),
     repo_mirror: Path = typer.Option(None, help="folder of git clones (SWE-bench)"),
     swebench_env: str = typer.Option(None, help="auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
     max_infra_errors: int = typer.Option(
         None, min=0, help="gradings that may end infra_error before the command exits 3"
     ),
@@ -357,6 +385,7 @@ def grade(
     cfg = _config(config, overrides, {
         "dataset": dataset, "workers": workers, "max_infra_errors": max_infra_errors,
         "repo_mirror": str(repo_mirror) if repo_mirror else None, "swebench_env": swebench_env,
+        "r2e_env": r2e_env,
     })  # fmt: skip
     try:
         preds = read_predictions(predictions)

@@ -54,8 +54,14 @@ class EvalConfig(BaseModel):
         description="SWE-bench environments: the official image when present (auto), always "
         "built from source (build), or the official image (image)",
     )
+    r2e_env: Literal["auto", "build", "image"] = Field(
+        "auto",
+        description="R2E-Gym environments: R2E-Gym's image when the engine has it (auto), "
+        "always built from source from --repo-mirror (build), or R2E-Gym's image (image)",
+    )
     repo_mirror: str | None = Field(
-        None, description="folder of git clones <owner>__<name> (SWE-bench from source)"
+        None,
+        description="folder of git clones <owner>__<name> (SWE-bench and R2E-Gym from source)",
     )
     grading_rules: Literal["task", "strict", "swebench"] = Field(
         "task",
@@ -80,6 +86,7 @@ PROTOCOL: tuple[str, ...] = (
     "episode",
     "sandbox",
     "swebench_env",
+    "r2e_env",
     "grading_rules",
 )
 
