@@ -20,6 +20,9 @@ def test_statuses_agree_with_the_expected_output(tmp_path):
     assert result.ok, result.summary()
     statuses = result.summary()["statuses"]
     assert (statuses["compared"], statuses["agreeing"], statuses["disagreements"]) == (1, 1, {})
+    tools = result.summary()["tools"]  # the gold patch replayed through the tools resolves too
+    assert (tools["checked"], tools["expressed"], tools["failed"]) == (1, 1, {})
+    assert {p.name for p in (tmp_path / "validation").iterdir()} == {"gold", "empty", "tools"}
 
 
 def test_a_row_whose_expected_output_the_gold_does_not_reproduce_is_named(tmp_path):
@@ -31,7 +34,7 @@ def test_a_row_whose_expected_output_the_gold_does_not_reproduce_is_named(tmp_pa
     }
     task = make_r2e_layout_task(tmp_path / "src", expected=wrong)
     cfg = EvalConfig(sandbox=SandboxLimits(memory="1g", pids=256))
-    result = validate_tasks([task], tmp_path / "validation", cfg)
+    result = validate_tasks([task], tmp_path / "validation", cfg, tools=False)
     assert not result.ok and "calc_r2e01" in result.failed
     assert result.disagreements["calc_r2e01"] == [
         "gold run 0: TestOps.test_div: expected PASSED, missing from the run",

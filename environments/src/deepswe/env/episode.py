@@ -98,6 +98,13 @@ def run_task(
     """Run `policy` on `task` in a new sandbox, then grade the patch (unless `grade=False`)."""
     limits = limits or EpisodeLimits()
     started = time.monotonic()
+    submission = getattr(policy, "submission", None)
+    if submission is not None:  # a patch made elsewhere: graded as it is, no episode
+        traj = Trajectory(
+            instance_id=task.instance_id, policy=policy.name, messages=[],
+            ending=Ending.SUBMITTED, patch=submission,
+        )  # fmt: skip
+        return _graded(traj, task, None, backend, sandbox_limits) if grade else traj
     try:
         image = ensure_task_image(task, log=lambda _: None)
         sandbox = backend_class(backend)(image, sandbox_limits)
@@ -120,6 +127,17 @@ def run_task(
     if traj.ending is Ending.INFRA_ERROR:
         traj.outcome = Outcome.INFRA_ERROR
         return traj
+    return _graded(traj, task, image, backend, sandbox_limits)
+
+
+def _graded(
+    traj: Trajectory,
+    task: Task,
+    image: str | None,
+    backend: str,
+    sandbox_limits: SandboxLimits | None,
+) -> Trajectory:
+    """`traj` with its patch graded: grade, outcome, reward, test log (infra_error: no reward)."""
     t0 = time.monotonic()
     run = grade_patch(task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits)
     result = run.grade

@@ -202,7 +202,9 @@ def run(
 
 @app.command()
 def validate(
-    out: Path = typer.Option(..., help="folder for the gold/ and empty/ run folders; resumable"),
+    out: Path = typer.Option(
+        ..., help="folder for the gold/, empty/ and tools/ run folders; resumable"
+    ),
     config: Path = _CONFIG,
     overrides: list[str] = _OVERRIDES,
     dataset: str = typer.Option(None, help=DATASET_HELP),
@@ -214,6 +216,9 @@ def validate(
     repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
     swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
     r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+    tools: bool = typer.Option(
+        True, help="also replay the gold patch through the agent's tools (reported apart)"
+    ),
 ) -> None:
     """Gold resolves every task and the empty patch none: the check a task set must pass."""
     from deepswe.eval.card import ProtocolMismatch
@@ -233,7 +238,7 @@ def validate(
         )
     _clean_leftover_sandboxes(cfg.sandbox_backend)
     try:
-        result = validate_tasks(tasks, out, cfg)
+        result = validate_tasks(tasks, out, cfg, tools=tools)
     except (ProtocolMismatch, ValueError) as exc:
         _fail(str(exc))
     typer.echo(json.dumps(result.summary(), indent=1))

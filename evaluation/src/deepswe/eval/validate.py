@@ -1,8 +1,11 @@
 """Validating a task set: every task's gold patch resolves it and the empty patch does not.
 
-A validation is two evaluations of the same tasks, `gold` and `empty`, each `rounds` runs, in
-`<out>/gold` and `<out>/empty` (ordinary run folders: resumable, infra errors retried and kept
-apart, reports written), then a verdict per task. This is how swe-mini's tasks were released
+A validation is evaluations of the same tasks, each `rounds` runs, in ordinary run folders
+(resumable, infra errors retried and kept apart, reports written): `<out>/gold`, the gold patch
+graded as a patch (policy `gold-patch`, as swebench grades predictions), and `<out>/empty`, then
+a verdict per task. Beside them, `<out>/tools` replays the gold patch through the agent's tools
+(policy `gold`): whether the tools can express it is reported apart and decides nothing, so a
+hunk the tools cannot make does not make a sound task look broken. This is how swe-mini's tasks were released
 (360: 720/720; the 7 added to the 326 of the current release: 14/14) and how a new task file
 should be checked before anyone trains or reports on it.
 """
@@ -15,13 +18,14 @@ from pathlib import Path
 from rich.console import Console
 
 from deepswe.data.task import Task
-from deepswe.env.grading.outcomes import GradeResult
+from deepswe.env.grading.outcomes import GradeResult, Outcome
 from deepswe.eval.card import make_card, open_run
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus
 
-EXPECTED = {"gold": "resolved", "empty": "unresolved"}
+EXPECTED = {"gold": "resolved", "empty": "unresolved"}  # run folder -> every run's outcome
+POLICY = {"gold": "gold-patch", "empty": "empty", "tools": "gold"}  # run folder -> policy
 
 
 @dataclass
@@ -36,6 +40,9 @@ class Validation:
     # statuses against them, one line per test that differs.
     disagreements: dict[str, list[str]] = field(default_factory=dict)
     compared: int = 0  # tasks whose gold statuses were compared
+    # The gold patch replayed through the tools: instance id -> why it did not resolve.
+    tools_failed: dict[str, str] = field(default_factory=dict)
+    tools_checked: int = 0
 
     @property
     def ok(self) -> bool:
@@ -47,6 +54,13 @@ class Validation:
             "passed": len(self.passed),
             "failed": self.failed,
             "undecided": self.undecided,
+            "tools": {
+                "checked": self.tools_checked,
+                "expressed": self.tools_checked - len(self.tools_failed),
+                "failed": self.tools_failed,
+                "how": "the gold patch replayed through the agent's tools (file_editor, "
+                "execute_bash) and graded: resolved = the tools can express it; decides no verdict",
+            },
             "statuses": {
                 "compared": self.compared,
                 "agreeing": self.compared - len(self.disagreements),
@@ -59,14 +73,14 @@ class Validation:
 
 def _verdict(task: Task, records: dict[str, list[EpisodeRecord]]) -> tuple[str, str]:
     """("passed" | "failed" | "undecided", why) for one task from its gold and empty records."""
-    for policy, want in EXPECTED.items():
-        for r in records[policy]:
+    for folder, want in EXPECTED.items():
+        for r in records[folder]:
             if r.status is EpisodeStatus.INFRA_ERROR:
-                return "undecided", f"{policy} run {r.run}: infra_error: {r.reason[:300]}"
+                return "undecided", f"{folder} run {r.run}: infra_error: {r.reason[:300]}"
             if r.outcome != want:
                 why = r.trajectory.grade.reason if r.trajectory and r.trajectory.grade else ""
                 got = r.outcome.value if r.outcome else None
-                return "failed", f"{policy} run {r.run}: {got}, want {want} ({why})"
+                return "failed", f"{folder} run {r.run}: {got}, want {want} ({why})"
     return "passed", ""
 
 
@@ -84,34 +98,46 @@ def status_disagreements(task: Task, grade: GradeResult) -> list[str]:
 
 
 def validate_tasks(
-    tasks: list[Task], out: Path, cfg: EvalConfig, console: Console | None = None
+    tasks: list[Task],
+    out: Path,
+    cfg: EvalConfig,
+    console: Console | None = None,
+    tools: bool = True,
 ) -> Validation:
-    """Run gold and empty over `tasks` (`cfg.baseline_runs` runs each) in `out`/gold and
-    `out`/empty, resumable; card.ProtocolMismatch if those folders hold another protocol."""
+    """Grade the gold patch and the empty patch over `tasks` (`cfg.baseline_runs` runs each) in
+    `out`/gold and `out`/empty, and with `tools` replay the gold patch through the tools in
+    `out`/tools; resumable. card.ProtocolMismatch if a folder holds another protocol."""
+    folders = [*EXPECTED, *(["tools"] if tools else [])]
     records: dict[str, dict[str, list[EpisodeRecord]]] = {
-        t.instance_id: {p: [] for p in EXPECTED} for t in tasks
+        t.instance_id: {f: [] for f in folders} for t in tasks
     }
-    for policy in EXPECTED:
-        pcfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"name": policy}),
-                                      "runs": cfg.baseline_runs})  # fmt: skip
-        store, _ = open_run(Path(out) / policy, make_card(pcfg, tasks))
+    for folder in folders:
+        policy = cfg.policy.model_copy(update={"name": POLICY[folder]})
+        pcfg = cfg.model_copy(update={"policy": policy, "runs": cfg.baseline_runs})
+        store, _ = open_run(Path(out) / folder, make_card(pcfg, tasks))
         run_all(tasks, pcfg, store, console=console)
         for r in store.records():
             if r.instance_id in records:
-                records[r.instance_id][policy].append(r)
+                records[r.instance_id][folder].append(r)
     result = Validation()
     for t in tasks:
+        mine = records[t.instance_id]
         if t.hidden.expected_statuses is not None:
             lines = [
                 f"gold run {r.run}: {line}"
-                for r in records[t.instance_id]["gold"]
+                for r in mine["gold"]
                 if r.trajectory and r.trajectory.grade
                 for line in status_disagreements(t, r.trajectory.grade)
             ]
             result.compared += 1
             if lines:
                 result.disagreements[t.instance_id] = lines
-        verdict, why = _verdict(t, records[t.instance_id])
+        if tools:
+            result.tools_checked += 1
+            why = _tools_failure(mine["tools"])
+            if why:
+                result.tools_failed[t.instance_id] = why
+        verdict, why = _verdict(t, mine)
         if verdict == "passed":
             result.passed.append(t.instance_id)
         elif verdict == "failed":
@@ -121,4 +147,22 @@ def validate_tasks(
     return result
 
 
-__all__ = ["EXPECTED", "Validation", "status_disagreements", "validate_tasks"]
+def _tools_failure(records: list[EpisodeRecord]) -> str:
+    """Why the replay through the tools did not resolve, "" when every run did."""
+    for r in records:
+        if r.outcome is Outcome.RESOLVED:
+            continue
+        traj = r.trajectory
+        grade = traj.grade.reason if traj and traj.grade else r.reason[:300]
+        got = r.outcome.value if r.outcome else r.status.value
+        refused = [_first_line(s.observation) for s in (traj.steps if traj else [])]
+        refused = [line for line in refused if "ERROR" in line or "occurrences" in line]
+        return f"run {r.run}: {got} ({grade})" + (f"; tools said: {refused[:3]}" if refused else "")
+    return ""
+
+
+def _first_line(text: str) -> str:
+    return next((line for line in text.splitlines() if line.strip()), "")[:200]
+
+
+__all__ = ["EXPECTED", "POLICY", "Validation", "status_disagreements", "validate_tasks"]

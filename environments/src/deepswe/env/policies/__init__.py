@@ -1,8 +1,9 @@
 """Policies: given the chat so far, the next assistant message.
 
 Backends (one per sibling file), looked up by name or `module:Class` path: `openai` (any
-OpenAI-compatible endpoint), `gold` (scripted: replays a known patch through the tools), `empty`
-(submits at once), `replay` (replays a recorded trajectory's messages). `PolicySpec` says which
+OpenAI-compatible endpoint), `gold` (scripted: replays a known patch through the tools),
+`gold-patch` (the gold patch graded as a patch, no episode: a policy with a `submission`),
+`empty` (submits at once), `replay` (replays a recorded trajectory's messages). `PolicySpec` says which
 policy an episode gets and `make_policy` builds it: the one factory every command uses.
 """
 
@@ -65,6 +66,7 @@ class Policy(Protocol):
 POLICIES: dict[str, str] = {
     "openai": "deepswe.env.policies.openai:OpenAIPolicy",
     "gold": "deepswe.env.policies.scripted:GoldPolicy",
+    "gold-patch": "deepswe.env.policies.scripted:GoldPatchPolicy",
     "empty": "deepswe.env.policies.scripted:EmptyPolicy",
     "replay": "deepswe.env.policies.replay:ReplayPolicy",
 }
@@ -81,7 +83,8 @@ class PolicySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(
-        "gold", description="gold | empty | openai | replay, or a plugged-in `module:Class`"
+        "gold",
+        description="gold | gold-patch | empty | openai | replay, or a plugged-in `module:Class`",
     )
     args: dict[str, str] = Field(
         default_factory=dict, description="constructor arguments of a plugged-in policy"
@@ -106,12 +109,12 @@ def make_policy(spec: PolicySpec, task: Task, run: int = 0) -> Policy:
     Bad input (a gold policy for a task without a gold patch, no recording to replay, an
     openai policy without its endpoint) raises ValueError or FileNotFoundError.
     """
-    if spec.name == "gold":
+    if spec.name in ("gold", "gold-patch"):
         if not task.gold_patch:
             raise ValueError(
-                f"{task.instance_id}: policy gold needs a gold patch; the task has none"
+                f"{task.instance_id}: policy {spec.name} needs a gold patch; the task has none"
             )
-        return policy_class("gold")(task.gold_patch)
+        return policy_class(spec.name)(task.gold_patch)
     if spec.name == "empty":
         return policy_class("empty")()
     if spec.name == "replay":

@@ -28,7 +28,7 @@ LFS_MIN_BYTES = 10 * 1024 * 1024
 TINY_WEIGHTS_BYTES = 1 << 30
 FULL_REPRO_NAME = re.compile(r"deepswe|32b|preview", re.IGNORECASE)
 # Policies that are not a model: their scores must never land in a model card's model-index.
-NOT_A_MODEL = ("gold", "empty", "replay")
+NOT_A_MODEL = ("gold", "gold-patch", "empty", "replay")
 MODEL_FILES = re.compile(r".*\.(safetensors|json|jinja|txt|model)$|.*\.safetensors\.index\.json$")
 
 

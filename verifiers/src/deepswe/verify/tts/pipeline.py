@@ -81,7 +81,7 @@ def model_available(eval_cfg: EvalConfig) -> tuple[bool, str]:
         return bool(p.base_url), f"endpoint {p.base_url or '(no base_url set)'}"
     if "path" in p.args:
         return Path(p.args["path"]).exists(), f"model folder {p.args['path']}"
-    return p.name not in ("gold", "empty", "replay"), f"policy {p.name}"
+    return p.name not in ("gold", "gold-patch", "empty", "replay"), f"policy {p.name}"
 
 
 def kind_counts(ctx: Ctx, split: str) -> dict[str, int]:
