@@ -24,7 +24,8 @@ def load_tokenizer(path: str | Path) -> Any:  # -> transformers.PreTrainedTokeni
 
 class ChatTokens:
     """Counts and encodes chats as the judge is prompted: its chat template with the assistant
-    header appended. Thread-safe (a fast tokenizer shared by threads raises "Already borrowed")."""
+    header appended; also raw text, as R2E-Gym's format counts it. Thread-safe (a fast tokenizer
+    shared by threads raises "Already borrowed")."""
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -41,3 +42,9 @@ class ChatTokens:
 
     def __call__(self, messages: Messages) -> int:
         return len(self.encode(self.prompt_text(messages)))
+
+    def count_text(self, text: str, add_special_tokens: bool = True) -> int:
+        """Tokens of raw text by `tokenizer.encode`, as R2E-Gym's verifier input counts them
+        (deepswe.verify.ef.r2e_input)."""
+        with self._lock:
+            return len(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
