@@ -1,6 +1,7 @@
 """R2E-Gym's verifier input (ef.r2e_input, ef.r2e_patch) against what R2E-Gym's own
 traj2verifier_data wrote (fixtures/r2e_verifier_input/README.md): the five fixture trajectories at
-four settings and eight quirk records, character for character; our candidates in that format."""
+four settings and eight quirk records, character for character; our candidates in that format;
+the judge asked in the format it was trained on."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from deepswe.env.trajectory import Ending, Step, Trajectory
+from deepswe.verify.ef.answer import Judgement
 from deepswe.verify.ef.r2e import r2e_trajectory
 from deepswe.verify.ef.r2e_input import (
     NO_CALL,
+    SYSTEM_PROMPT,
     agent_step,
     from_record,
     from_trajectory,
@@ -20,8 +24,12 @@ from deepswe.verify.ef.r2e_input import (
     render_r2e,
 )
 from deepswe.verify.ef.r2e_patch import DiffFormatError, parse_sections, verifier_patch
+from deepswe.verify.ef.render import SYSTEM_PROMPT as OUR_SYSTEM_PROMPT
 from deepswe.verify.ef.render import RenderStatus, judge_target
+from deepswe.verify.ef.score import judge_candidate, score_candidates
 from deepswe.verify.ef.tokens import ChatTokens
+from deepswe.verify.store import VerdictStore
+from deepswe.verify.types import Candidate, VerdictStatus
 
 tokenizer_mod = pytest.importorskip("deepswe.train.tokenizer", reason="needs deepswe-train")
 REF = Path(__file__).resolve().parent / "fixtures" / "r2e_verifier_input"
@@ -123,3 +131,45 @@ def test_a_diff_r2e_gyms_parser_refuses_is_shown_as_recorded():
     with pytest.raises(DiffFormatError, match="unexpected line"):
         parse_sections(odd)
     assert verifier_patch(odd, []) == odd
+
+
+class Recording:
+    """A Judge double that keeps the chats it was asked with; counts with a real tokenizer."""
+
+    name = "recording"
+
+    def __init__(self, tokens: ChatTokens) -> None:
+        self.count_tokens, self.asked = tokens, []
+
+    def judge(self, messages) -> Judgement:
+        self.asked.append(messages)
+        return Judgement(VerdictStatus.SCORED, 0.5)
+
+
+def candidate(thought: str = "fix it") -> Candidate:
+    call = "<function=finish>\n  <parameter=command>submit</parameter>\n</function>"
+    step = Step(index=0, assistant=f"<think>\n{thought}\n</think>\n\n{call}", observation="ok")
+    traj = Trajectory(instance_id="pkg-1", policy="test", messages=[], steps=[step],
+                      ending=Ending.SUBMITTED, patch="")  # fmt: skip
+    return Candidate(instance_id="pkg-1", run=0, problem_statement="add() subtracts",
+                     trajectory=traj, resolved=True)  # fmt: skip
+
+
+def test_the_judge_is_asked_in_the_format_it_was_trained_on(tmp_path, qwen):
+    judge = Recording(qwen)
+    verdicts = score_candidates([candidate()], judge, VerdictStore(tmp_path), budget=65536,
+                                fmt="r2e-gym", log=lambda _: None)  # fmt: skip
+    (system, user), v = judge.asked[0], verdicts[0]
+    assert system == {"role": "system", "content": SYSTEM_PROMPT}
+    assert "[ASSISTANT]\n<think>\nfix it\n</think>\n\n<function=finish>" in user["content"]
+    assert "Repository Issue:\nadd() subtracts\n" in user["content"]
+    assert v.extra["format"] == "r2e-gym" and v.status is VerdictStatus.SCORED
+    judge_candidate(candidate(), judge, 10**6)  # the default stays ours
+    assert judge.asked[1][0]["content"] == OUR_SYSTEM_PROMPT
+
+
+def test_r2e_gyms_format_sends_a_prompt_still_over_its_limit_as_r2e_gym_does(qwen):
+    judge = Recording(qwen)
+    v = judge_candidate(candidate("long " * 3000), judge, 1000, "r2e-gym")
+    assert v.extra["render"] == "too_long" and v.status is VerdictStatus.SCORED
+    assert len(judge.asked) == 1  # ours would refuse it unasked (test_ef_score)

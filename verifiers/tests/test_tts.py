@@ -52,6 +52,7 @@ def test_tiny_profile_states_its_subset_and_a_mixture_of_8_with_the_model():
     [
         ("tts.test_mixture.rigth=1", "tts.test_mixture.rigth: unknown key"),
         ("tts.eb.workers=0", "tts.eb.workers"),
+        ("tts.judge.format=r2e", "tts.judge.format"),  # ours | r2e-gym
         ("tts.test_mixture={}", "tts.test_mixture"),  # no candidate at all
         ("eval.runs=0", "eval.runs"),
         ("model.path=x", "want tts.<key>=value or eval.<key>=value"),
@@ -60,6 +61,26 @@ def test_tiny_profile_states_its_subset_and_a_mixture_of_8_with_the_model():
 def test_bad_settings_are_refused_naming_the_key(override, named):
     with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("<", "<")):
         load_tts_config(TINY, [override])
+
+
+def test_the_deepswe_32b_judge_reads_r2e_gyms_prompt_and_the_tiny_judge_ours():
+    """The published verifier was trained on R2E-Gym's verifier input (ef.r2e_input), counted by
+    the tokenizer R2E-Gym counts with; the judges trained here learn our prompt (ef.render)."""
+    big, _ = load_tts_config(ROOT / "configs" / "deepswe-32b.yaml")
+    assert (big.judge.format, big.judge.max_prompt_tokens) == ("r2e-gym", 65536)
+    assert big.judge.tokenizer == "Qwen/Qwen2.5-Coder-32B-Instruct"
+    tiny, _ = load_tts_config(TINY)
+    assert tiny.judge.format == "ours"
+
+
+def test_r2e_gyms_format_without_a_served_verifier_is_refused_before_anything_is_written(
+    tmp_path,
+):
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, ["tts", "--config", str(TINY), "--out", str(out),
+                                   "tts.judge.format=r2e-gym"])  # fmt: skip
+    assert res.exit_code == 2 and "needs that verifier served (tts.judge.base_url)" in res.output
+    assert not out.exists()
 
 
 def test_bad_override_exits_2_with_the_key(tmp_path):

@@ -56,6 +56,9 @@ def score(
     ] = "scripted-standin",
     writer_url: Annotated[str | None, typer.Option(help="agent writer: endpoint")] = None,
     writer_model: Annotated[str | None, typer.Option(help="agent writer: model name")] = None,
+    judge_format: Annotated[
+        str, typer.Option(help="ef: ours | r2e-gym (R2E-Gym's input: the published verifier)")
+    ] = "ours",
     workers: Annotated[int, typer.Option(min=1, help="candidates scored at once")] = 2,
 ) -> None:
     """Score an eval run's graded candidates with one verifier (resumable)."""
@@ -66,7 +69,8 @@ def score(
         judge = _judge(judge_path, judge_url, judge_model, judge_tokenizer)
     test_writer = _writer(writer, writer_url, writer_model) if verifier == "reproduction" else None
     try:
-        counts = score_run(run, verifier, judge=judge, writer=test_writer, workers=workers)
+        counts = score_run(run, verifier, judge=judge, writer=test_writer, workers=workers,
+                           ef_format=judge_format)  # fmt: skip
     except ScoreError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{verifier}: {counts} (in {run}/verdicts/{verifier}/)")

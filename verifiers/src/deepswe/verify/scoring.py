@@ -51,6 +51,7 @@ def score_run(
     writer=None,
     workers: int = 2,
     budget: int | None = None,
+    ef_format: str = "ours",
     log=print,
 ) -> dict[str, int]:
     """Score every graded candidate of the run with `verifier`; counts of verdict statuses."""
@@ -59,17 +60,21 @@ def score_run(
         raise ScoreError(f"{run_root}: no graded episodes to score")
     store = VerdictStore(run_root)
     if verifier == "ef":
-        from deepswe.verify.ef.score import DEFAULT_BUDGET, score_candidates
+        from deepswe.verify.ef.score import DEFAULT_BUDGETS, EF_FORMATS, score_candidates
 
         if judge is None:
             raise ScoreError("--verifier ef needs a judge: --judge-path or --judge-url")
+        if ef_format not in EF_FORMATS:
+            raise ScoreError(f"--judge-format must be one of {', '.join(EF_FORMATS)}, "
+                             f"not {ef_format!r}")  # fmt: skip
         tasks = run_tasks(run_root, set(pools))
         with_issues = candidates_from_run(run_root, tasks.values())
         score_candidates(
             [c for pool in with_issues.values() for c in pool],
             judge,
             store,
-            budget=budget or DEFAULT_BUDGET,
+            budget=budget or DEFAULT_BUDGETS[ef_format],
+            fmt=ef_format,  # type: ignore[arg-type]
             workers=workers,
             log=log,
         )

@@ -1,13 +1,15 @@
 """Scoring candidates with the execution-free judge, into the verdict store.
 
     judge = make_judge(EFConfig(...))          # LocalJudge (in-process) or EndpointJudge (HTTP)
-    score_candidates(candidates, judge, VerdictStore(run_root), budget=cfg.max_prompt_tokens)
+    score_candidates(candidates, judge, VerdictStore(run_root), budget=cfg.budget(), fmt=cfg.format)
 
-Each candidate is rendered (condensed to the budget), judged, and stored as one Verdict "ef" the
-moment it is done; a resumed call skips `store.done("ef")` (UNREACHABLE is not done: asked again).
-Work runs on a thread pool and every verdict is built from its own candidate, so scores cannot
-land on the wrong candidate. The reference zipped scores back onto trajectories in completion
-order, which pairs them wrongly whenever requests finish out of order (issue 11).
+Each candidate is rendered in the judge's prompt format (condensed to the budget), judged, and
+stored as one Verdict "ef" the moment it is done; a resumed call skips `store.done("ef")`
+(UNREACHABLE is not done: asked again). Formats: "ours" (render.py, the judges we train) and
+"r2e-gym" (r2e_input.py: R2E-Gym's verifier input, what DeepSWE's published verifier was
+trained on). Work runs on a thread pool and every verdict is built from its own candidate, so
+scores cannot land on the wrong candidate. The reference zipped scores back onto trajectories in
+completion order, which pairs them wrongly whenever requests finish out of order (issue 11).
 """
 
 from __future__ import annotations
@@ -21,19 +23,44 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deepswe.verify.ef.answer import Judgement
 from deepswe.verify.ef.endpoint import EndpointJudgeConfig
-from deepswe.verify.ef.render import Messages, RenderStatus, judge_steps, render_prompt, task_text
+from deepswe.verify.ef.r2e_input import from_trajectory, render_r2e
+from deepswe.verify.ef.render import (
+    JudgePrompt,
+    Messages,
+    RenderStatus,
+    judge_steps,
+    render_prompt,
+    task_text,
+)
 from deepswe.verify.store import VerdictStore
 from deepswe.verify.types import Candidate, Verdict, VerdictStatus
 
 # R2E-Gym trains its 14B verifier with cutoff_len 32768 (train/train_r2egym_14B_verifier.yaml);
 # 16 tokens of it are kept for the reply.
 DEFAULT_BUDGET = 32768 - 16
+EFFormat = Literal["ours", "r2e-gym"]
+EF_FORMATS: tuple[EFFormat, ...] = ("ours", "r2e-gym")
+# Each format's budget: ours, the whole chat's tokens; r2e-gym, R2E-Gym's max_tokens (the
+# default of traj2verifier_data and run_ef_verifier.py), condensing the user text above
+# max_tokens - system and target tokens - 500.
+DEFAULT_BUDGETS: dict[str, int] = {"ours": DEFAULT_BUDGET, "r2e-gym": 65536}
+FORMAT_HELP = (
+    "the judge's prompt format: ours (the judges we train) | r2e-gym (R2E-Gym's verifier "
+    "input, what DeepSWE's published verifier was trained on)"
+)
+
+
+class JudgeTokens(Protocol):
+    """A judge's token counts (deepswe.verify.ef.tokens.ChatTokens)."""
+
+    def __call__(self, messages: Messages) -> int: ...
+
+    def count_text(self, text: str, add_special_tokens: bool = True) -> int: ...
 
 
 class Judge(Protocol):
     name: str
-
-    def count_tokens(self, messages: Messages) -> int: ...
+    count_tokens: JudgeTokens
 
     def judge(self, messages: Messages) -> Judgement: ...
 
@@ -46,8 +73,17 @@ class EFConfig(BaseModel):
     judge: Literal["local", "endpoint"] = Field("local", description="in-process model or HTTP")
     path: str | None = Field(None, description="local: the judge's HF folder (merged LoRA)")
     endpoint: EndpointJudgeConfig | None = Field(None, description="endpoint: where and which")
-    max_prompt_tokens: int = Field(DEFAULT_BUDGET, gt=0, description="condense above this")
+    format: EFFormat = Field("ours", description=FORMAT_HELP)
+    max_prompt_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="condense above this; null: the format's default "
+        "(ours: 32752 chat tokens; r2e-gym: R2E-Gym's max_tokens 65536)",
+    )
     workers: int = Field(4, ge=1, description="candidates judged at once")
+
+    def budget(self) -> int:
+        return self.max_prompt_tokens or DEFAULT_BUDGETS[self.format]
 
     @model_validator(mode="after")
     def _complete(self) -> EFConfig:
@@ -68,15 +104,27 @@ def make_judge(cfg: EFConfig) -> Judge:
     return LocalJudge(cfg.path)  # type: ignore[arg-type]
 
 
-def judge_candidate(candidate: Candidate, judge: Judge, budget: int) -> Verdict:
-    """One candidate's EF verdict: render, condense to `budget` tokens, judge."""
-    t0 = time.monotonic()
+def candidate_prompt(candidate: Candidate, judge: Judge, budget: int, fmt: EFFormat) -> JudgePrompt:
+    """The judge's chat for one candidate in format `fmt`, condensed to `budget`."""
     traj = candidate.trajectory
-    steps = judge_steps(traj) if traj is not None else []
     problem = task_text(candidate.problem_statement, traj)
-    prompt = render_prompt(problem, steps, candidate.patch, judge.count_tokens, budget)
-    facts = {"prompt_tokens": prompt.tokens, "condensed": prompt.condensed, "judge": judge.name}
-    if prompt.status is RenderStatus.TOO_LONG:
+    if fmt == "r2e-gym":
+        r2e = from_trajectory(problem, traj, candidate.patch)
+        return render_r2e(r2e, judge.count_tokens.count_text, budget)
+    steps = judge_steps(traj) if traj is not None else []
+    return render_prompt(problem, steps, candidate.patch, judge.count_tokens, budget)
+
+
+def judge_candidate(
+    candidate: Candidate, judge: Judge, budget: int, fmt: EFFormat = "ours"
+) -> Verdict:
+    """One candidate's EF verdict: render, condense to `budget` tokens, judge. Ours refuses a
+    prompt still too long; R2E-Gym's format sends it, as R2E-Gym does (the server may refuse)."""
+    t0 = time.monotonic()
+    prompt = candidate_prompt(candidate, judge, budget, fmt)
+    facts = {"prompt_tokens": prompt.tokens, "condensed": prompt.condensed, "judge": judge.name,
+             "format": fmt}  # fmt: skip
+    if prompt.status is RenderStatus.TOO_LONG and fmt == "ours":
         j = Judgement(
             VerdictStatus.ERROR,
             detail=f"too_long: {prompt.tokens} tokens > budget {budget} with every thought "
@@ -102,6 +150,7 @@ def score_candidates(
     store: VerdictStore,
     *,
     budget: int = DEFAULT_BUDGET,
+    fmt: EFFormat = "ours",
     workers: int = 4,
     log: Callable[[str], None] = print,
 ) -> list[Verdict]:
@@ -109,10 +158,11 @@ def score_candidates(
     as it completes; returns the new verdicts in the candidates' order."""
     done = store.done("ef")
     todo = [c for c in candidates if (c.instance_id, c.run) not in done]
-    log(f"ef: {len(todo)} to judge, {len(candidates) - len(todo)} already done ({judge.name})")
+    log(f"ef: {len(todo)} to judge, {len(candidates) - len(todo)} already done ({judge.name}, "
+        f"{fmt} format)")  # fmt: skip
     out: dict[tuple[str, int], Verdict] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(judge_candidate, c, judge, budget): c for c in todo}
+        futures = {pool.submit(judge_candidate, c, judge, budget, fmt): c for c in todo}
         for n, fut in enumerate(as_completed(futures), 1):
             c, v = futures[fut], fut.result()
             store.save(v)

@@ -79,7 +79,19 @@ class JudgeStage(BaseModel):
     overrides: list[str] = Field(
         default_factory=list, description="passed on to deepswe-train judge, e.g. epochs=1"
     )
-    max_prompt_tokens: int = Field(8192, gt=0, description="condense judge prompts above this")
+    format: Literal["ours", "r2e-gym"] = Field(
+        "ours",
+        description="the judge's prompt: ours (deepswe.verify.ef.render; the judges trained "
+        "here learn it) or r2e-gym (R2E-Gym's verifier input, ef.r2e_input: what DeepSWE's "
+        "published verifier was trained on; only for a served judge, tts.judge.base_url)",
+    )
+    max_prompt_tokens: int = Field(
+        8192,
+        gt=0,
+        description="condense judge prompts above this: ours, the chat's tokens; r2e-gym, "
+        "R2E-Gym's max_tokens (its user text is condensed above max_tokens - 500 - the system "
+        "prompt's and answer's tokens)",
+    )
     base_url: str | None = Field(
         None, description="a served judge (vLLM, the LoRA as a module): skip training, ask it"
     )

@@ -227,7 +227,7 @@ def stage_ef(ctx: Ctx) -> None:
     if not [c for c in cands if (c.instance_id, c.run) not in store.done("ef")]:
         return
     score_candidates(cands, make_tts_judge(ctx), store, budget=ctx.cfg.judge.max_prompt_tokens,
-                     workers=1, log=ctx.log)  # fmt: skip
+                     fmt=ctx.cfg.judge.format, workers=1, log=ctx.log)  # fmt: skip
 
 
 def stage_eb(ctx: Ctx) -> None:
@@ -295,6 +295,10 @@ def run_tts(
     """Every stage not yet done, in order; returns report.json's content."""
     from deepswe.data.datasets import load_tasks
 
+    if cfg.judge.format == "r2e-gym" and not cfg.judge.base_url:
+        raise TTSError("tts.judge.format r2e-gym is the published verifier's prompt and needs "
+                       "that verifier served (tts.judge.base_url); a judge trained here learns "
+                       "our format: set tts.judge.format=ours")  # fmt: skip
     resolved = {"tts": cfg.model_dump(mode="json"), "eval": eval_cfg.model_dump(mode="json")}
     check_resume(out, resolved)
     ctx = Ctx(profile, out, cfg, eval_cfg, eval_overrides, log)
