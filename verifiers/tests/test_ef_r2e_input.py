@@ -1,7 +1,7 @@
 """R2E-Gym's verifier input (ef.r2e_input, ef.r2e_patch) against what R2E-Gym's own
 traj2verifier_data wrote (fixtures/r2e_verifier_input/README.md): the five fixture trajectories at
 four settings and eight quirk records, character for character; our candidates in that format;
-the judge asked in the format it was trained on."""
+the `render` verb; the judge asked in the format it was trained on."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from deepswe.env.trajectory import Ending, Step, Trajectory
+from deepswe.verify.cli import app
 from deepswe.verify.ef.answer import Judgement
 from deepswe.verify.ef.r2e import r2e_trajectory
 from deepswe.verify.ef.r2e_input import (
@@ -53,6 +55,13 @@ CONDENSED = {
 def qwen() -> ChatTokens:
     """The Qwen BPE the reference was generated with (the judge's vocabulary)."""
     return ChatTokens(tokenizer_mod.build_qwen_tokenizer())
+
+
+@pytest.fixture(scope="module")
+def qwen_dir(qwen, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("qwen-tokenizer")
+    qwen.tokenizer.save_pretrained(folder)
+    return folder
 
 
 def fixture_files() -> list[Path]:
@@ -131,6 +140,36 @@ def test_a_diff_r2e_gyms_parser_refuses_is_shown_as_recorded():
     with pytest.raises(DiffFormatError, match="unexpected line"):
         parse_sections(odd)
     assert verifier_patch(odd, []) == odd
+
+
+def test_render_prints_r2e_gyms_chat_and_ours_for_comparison(qwen_dir):
+    path = fixture_files()[1]  # aiohttp_216e0828: 3 thoughts condensed at 8192
+    args = ["render", "--recorded", str(path), "--tokenizer", str(qwen_dir)]
+    res = CliRunner().invoke(app, [*args, "--format", "r2e-gym", "--max-tokens", "8192"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == reference("as-recorded-8192", path.name)["messages"][:2]
+    assert "r2e-gym: 3 thoughts condensed" in res.stderr
+    ours = CliRunner().invoke(app, [*args, "--format", "ours"])
+    assert ours.exit_code == 0, ours.output
+    system, user = json.loads(ours.stdout)
+    assert system["content"] == OUR_SYSTEM_PROMPT != SYSTEM_PROMPT and "# Issue" in user["content"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--recorded", "missing.json"], "missing.json: cannot read"),
+        (["--format", "theirs"], "--format must be one of ours, r2e-gym"),
+        (["--tokenizer", "no-such-dir"], "--tokenizer no-such-dir: no such folder"),
+    ],
+)
+def test_render_refuses_bad_input_naming_it(args, named, tmp_path):
+    record = tmp_path / "t.json"
+    record.write_text(json.dumps({"trajectory_steps": []}))
+    base = {"--recorded": str(record), "--tokenizer": str(tmp_path), "--format": "r2e-gym"}
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    res = CliRunner().invoke(app, ["render", *[x for kv in base.items() for x in kv]])
+    assert res.exit_code == 2 and named in res.stderr, res.output
 
 
 class Recording:

@@ -5,6 +5,7 @@
     deepswe-verify select --recorded traj/ --out runs/tts      recorded R2E-Gym/DeepSWE rollouts
     deepswe-verify select --run runs/<eval-id> --out runs/tts  an eval run and its verdicts
     deepswe-verify report runs/tts                             print the report
+    deepswe-verify render --recorded traj.json --format r2e-gym --tokenizer DIR   a judge's prompt
 
 Bad input exits 2 with a message naming the file and field; nothing already written is lost.
 """
@@ -186,6 +187,41 @@ def report(out: Annotated[Path, typer.Argument(help="A folder `select` wrote.")]
     except json.JSONDecodeError as e:
         raise _fail(f"{out / 'report.json'}: not JSON ({e.msg})") from e
     typer.echo(path.read_text(encoding="utf-8"))
+
+
+@app.command()
+def render(
+    recorded: Annotated[
+        Path,
+        typer.Option(help="An R2E-Gym trajectory record: a .json file, or a .jsonl (--index)."),
+    ],
+    tokenizer: Annotated[
+        Path,
+        typer.Option(help="Tokenizer folder to count with (Qwen's BPE: runs/models/tiny-qwen3)."),
+    ],
+    fmt: Annotated[
+        str, typer.Option("--format", help="r2e-gym (R2E-Gym's verifier input) | ours")
+    ] = "r2e-gym",
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Budget; default r2e-gym 65536 (R2E-Gym's max_tokens), ours 32752."
+        ),
+    ] = None,
+    index: Annotated[int, typer.Option(min=0, help="Which line of a .jsonl.")] = 0,
+) -> None:
+    """Print, as JSON, the judge's chat (system, user) for a recorded trajectory, condensed to the
+    budget; a summary line goes to stderr."""
+    from deepswe.verify.ef.render_cli import RenderError, render_recorded
+
+    try:
+        prompt = render_recorded(recorded, tokenizer, fmt, max_tokens, index)
+    except RenderError as e:
+        raise _fail(str(e)) from None
+    typer.echo(json.dumps(prompt.messages, indent=1, ensure_ascii=False))
+    what = "user text" if fmt == "r2e-gym" else "chat"
+    typer.echo(f"{fmt}: {prompt.condensed} thoughts condensed; {what} {prompt.tokens} tokens, "
+               f"limit {prompt.budget} ({prompt.status.value})", err=True)  # fmt: skip
 
 
 # --- `deepswe-verify tts` (deepswe.verify.tts.cli): registered here, written there ---------------
