@@ -32,7 +32,13 @@ def test_fork_bomb_is_contained(box, base_image):
 
 
 def test_no_network_by_default(box):
-    assert box.run("ls /sys/class/net").stdout.split() == ["lo"]
+    """The offline network: an interface whose every packet the host drops (sandbox/offline.py;
+    test_sandbox_machine.py times the connects)."""
+    from deepswe.env.sandbox.docker import client
+    from deepswe.env.sandbox.offline import NETWORK
+
+    networks = client().containers.get(box.id).attrs["NetworkSettings"]["Networks"]
+    assert set(networks) == {NETWORK}
     r = box.run(
         "python3 -c \"import urllib.request; urllib.request.urlopen('http://deb.debian.org', timeout=5)\"",
         timeout=20,

@@ -48,6 +48,8 @@ def grade_patch(
     tree is graded in a fresh sandbox; if that runs, the patched tree is tried once more (a
     passing hiccup of the engine is nobody's answer) and, failing again, is unresolved.
     """
+    # The hidden tests see the machine's CPUs, as in the reference harness (no CPU quota).
+    sandbox_limits = (sandbox_limits or SandboxLimits()).for_grading()
     first = _grade_once(task, patch, image, backend, sandbox_limits)
     if first.grade.outcome is not Outcome.INFRA_ERROR or not first.after_patch:
         return first

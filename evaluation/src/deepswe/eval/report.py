@@ -194,8 +194,9 @@ def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
         f"- runs per task: {cfg.runs}; infra-error retries: {cfg.infra_retries}",
         f"- limits: {lim.max_steps} steps, {lim.max_context_tokens} context tokens, "
         f"{lim.action_timeout_s:g} s per action, {lim.wall_timeout_s:g} s per episode",
-        f"- sandbox: {box.cpus:g} CPU, {box.memory} memory, {box.pids} processes, "
-        f"network {'on' if box.network else 'off'} ({cfg.sandbox_backend})",
+        f"- sandbox: {'no CPU quota' if box.cpus is None else f'{box.cpus:g} CPU'} for the "
+        f"agent (none when grading), {box.memory} memory, {box.pids} processes, network "
+        f"{'on' if box.network else f'off ({box.offline})'} ({cfg.sandbox_backend})",
         f"- prompts: `{lim.prompt_variant}` variant, sha256 `{card.prompt_sha256[:16]}`",
         f"- SWE-bench environments: {cfg.swebench_env}; grading rules: {cfg.grading_rules}",
         f"- code version: `{card.code_version}`; workers: {cfg.workers}; started {card.started_at}",

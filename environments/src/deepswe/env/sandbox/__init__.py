@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,10 +33,23 @@ class SandboxLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cpus: float = Field(1.0, gt=0, description="CPU cores the sandbox may use")
+    cpus: float | None = Field(
+        1.0,
+        gt=0,
+        description="CPU cores the sandbox may use (a CFS quota); None: no quota, and a CPU "
+        "weight of the host's core count, so what tests read of the machine (affinity, cgroup "
+        "quota and shares) is the host's, as in swebench's containers. Grading sandboxes always "
+        "run so (for_grading)",
+    )
     memory: str = Field("4g", description="memory limit, docker syntax (e.g. 512m, 4g)")
     pids: int = Field(1024, gt=16, description="max processes: stops fork bombs")
     network: bool = Field(False, description="network access; off unless a task asks for it")
+    offline: Literal["drop", "unreachable"] = Field(
+        "drop",
+        description="without network: drop (a network whose packets the host drops: a connect "
+        "hangs until its timeout, as on a machine with no route out; sandbox/offline.py) or "
+        "unreachable (no interface at all: a connect fails at once)",
+    )
     command_timeout_s: float = Field(
         90.0, gt=0, description="default wall-clock limit per command (DeepSWE: 90 s per action)"
     )
@@ -44,6 +57,12 @@ class SandboxLimits(BaseModel):
         1 << 20, gt=0, description="per stream; the rest is dropped with a marker"
     )
     start_timeout_s: float = Field(120.0, gt=0, description="how long starting may take")
+
+    def for_grading(self) -> SandboxLimits:
+        """These limits with no CPU quota: the hidden tests see the machine's CPUs, as in the
+        reference harness (pylint's parallel tests skip on "one" CPU read from a quota). Memory
+        and process limits stay: tests do not read them as the machine's size."""
+        return self.model_copy(update={"cpus": None})
 
 
 @dataclass(frozen=True)

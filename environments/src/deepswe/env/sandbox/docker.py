@@ -21,6 +21,7 @@ import docker.errors
 
 from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError
 from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel, ChannelSandbox
+from deepswe.env.sandbox.offline import ensure_offline_network
 
 LABEL = "deepswe.sandbox"
 HELPER_DIR = "/opt/deepswe"
@@ -40,6 +41,29 @@ def client() -> docker.DockerClient:
                 f"no Docker engine answers ({exc}); run `make engine` or start dockerd"
             ) from exc
     return _client
+
+
+def _network_mode(lim: SandboxLimits) -> str | None:
+    """Docker's default bridge with network; without, the offline network or no interface."""
+    if lim.network:
+        return None
+    if lim.offline == "unreachable":
+        return "none"
+    return ensure_offline_network(client())
+
+
+_host_cpus: int | None = None
+
+
+def _cpu_options(lim: SandboxLimits) -> dict:
+    """A CFS quota of `lim.cpus`; with none, a CPU weight of the engine's core count (cgroup
+    v1 tools such as pylint's read cpu.shares / 1024 as the CPUs they may use)."""
+    global _host_cpus
+    if lim.cpus is not None:
+        return {"nano_cpus": int(lim.cpus * 1e9)}
+    if _host_cpus is None:
+        _host_cpus = int(client().info().get("NCPU") or os.cpu_count() or 1)
+    return {"cpu_shares": 1024 * _host_cpus}
 
 
 def _tar_of(src: Path, arcname: str) -> bytes:
@@ -100,8 +124,8 @@ class DockerSandbox(ChannelSandbox):
                 command=["sleep", "infinity"],
                 name=self.id,
                 init=True,  # reap orphans: zombies would count against the pids limit
-                network_mode=None if lim.network else "none",
-                nano_cpus=int(lim.cpus * 1e9),
+                network_mode=_network_mode(lim),
+                **_cpu_options(lim),
                 mem_limit=lim.memory,
                 memswap_limit=lim.memory,
                 pids_limit=lim.pids,

@@ -92,10 +92,11 @@ def pod_manifest(
     `owner` is `apiVersion/kind/name/uid` of an object whose deletion deletes the pod too.
     """
     resources = {
-        "cpu": f"{int(limits.cpus * 1000)}m",
         "memory": memory_quantity(limits.memory),
         "ephemeral-storage": ephemeral_storage,
     }
+    if limits.cpus is not None:  # None: no CPU limit, the node's CPUs as the tests see them
+        resources["cpu"] = f"{int(limits.cpus * 1000)}m"
     spec: dict = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": deadline_s,  # a backstop when the host that made it is gone
