@@ -64,33 +64,10 @@ def swebench_verdict(task, patch: str, log: str, folder: Path) -> bool:
     return bool(report[task.instance_id]["resolved"])
 
 
-def image_sizes(task_image: str) -> tuple[int, int, int]:
-    """MB of (the environment image, the shared history layer over it, what the task adds)."""
-    from deepswe.env.sandbox.docker import client
-
-    task = client().images.get(task_image)
-    found: dict[str, int] = {}
-    layer = task
-    for _ in range(64):  # walk up the parents to the deepswe/history and deepswe/env images
-        for kind in ("history", "env"):
-            if kind not in found and any(t.startswith(f"deepswe/{kind}:") for t in layer.tags):
-                found[kind] = layer.attrs["Size"]
-        pid = layer.attrs.get("Parent")
-        if "env" in found or not pid:
-            break
-        layer = client().images.get(pid)
-    env = found.get("env", 0)
-    history = found.get("history", env)
-    return (
-        round(env / 1e6),
-        round((history - env) / 1e6),
-        round((task.attrs["Size"] - history) / 1e6),
-    )
-
-
 def one(row: dict, mirror: Path, out: Path) -> dict:
     from deepswe.data.loaders.swebench import swebench_row_to_task
     from deepswe.env.episode import grade_patch
+    from deepswe.env.images.sizes import layer_sizes
     from deepswe.env.images.task import ensure_task_image
     from deepswe.env.sandbox import SandboxLimits
     from deepswe.eval.swebench_env import UnsupportedEnv, build_from_source, specs_for
@@ -110,7 +87,12 @@ def one(row: dict, mirror: Path, out: Path) -> dict:
     except Exception as exc:  # a benchmark records every failure and goes on
         return {**res, "status": "build_failed", "why": str(exc)[-1500:]}
     res["build_s"] = round(time.monotonic() - t0, 1)
-    res["env_mb"], res["history_mb"], res["task_layer_mb"] = image_sizes(image)
+    sizes = layer_sizes(image)
+    res["env_mb"], res["history_mb"], res["task_layer_mb"] = (
+        sizes.env_mb,
+        sizes.history_mb,
+        sizes.task_mb,
+    )
     limits = SandboxLimits(memory="4g", pids=2048, command_timeout_s=1800)
     for name, patch in (("gold", task.gold_patch or ""), ("empty", "")):
         t0 = time.monotonic()
