@@ -254,3 +254,40 @@ def test_the_history_before_a_tasks_year_is_one_layer_its_tasks_share(tmp_path, 
         f" && git cat-file -t {first} && (git cat-file -e {future} 2>/dev/null || echo no-future)",
     )
     assert out.split() == ["6", "v1.0", "commit", "no-future"]  # init, 2019, 2020, 2021, setup
+
+
+def _remember_many(folder: str, prefix: str, n: int) -> None:
+    from deepswe.env.images.offline import Wheelhouse
+
+    house = Wheelhouse(Path(folder) / "w", "race", "3.11", [], False)
+    for i in range(n):
+        house.remember([f"{prefix}{i}"])
+
+
+def test_builds_of_one_image_in_parallel_never_read_a_half_written_learned_file(
+    tmp_path, monkeypatch
+):
+    """Regression: a Verified run with --workers 2 stopped at 20/26 with `Expecting value: line
+    1 column 1 (char 0)`: one build rewrote the image's learned-requirements file in place
+    while another read it empty. Two writer processes and a reader hammer one file; every read
+    parses and no writer loses the other's entries."""
+    import multiprocessing
+
+    from deepswe.env.images.offline import Wheelhouse
+
+    monkeypatch.setenv("DEEPSWE_CACHE", str(tmp_path / "cache"))
+    n = 300
+    ctx = multiprocessing.get_context("fork")
+    writers = [ctx.Process(target=_remember_many, args=(str(tmp_path), p, n)) for p in ("a-", "b-")]
+    for w in writers:
+        w.start()
+    reader = Wheelhouse(tmp_path / "r", "race", "3.11", [], False)
+    reads = 0
+    while any(w.is_alive() for w in writers):
+        reader.learned()  # raised JSONDecodeError before the fix
+        reads += 1
+    for w in writers:
+        w.join()
+        assert w.exitcode == 0
+    learned = reader.learned()
+    assert reads > 0 and len(learned) == 2 * n and len(set(learned)) == 2 * n

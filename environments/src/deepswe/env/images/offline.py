@@ -13,11 +13,14 @@ so the next build of the same image downloads it up front.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -69,6 +72,11 @@ def missing_requirements(log: str) -> list[str]:
     return list(found)
 
 
+def _writer_id() -> str:
+    """Unique per process and thread (the eval runner's workers are threads)."""
+    return f"{os.getpid()}-{threading.get_ident()}"
+
+
 class Wheelhouse:
     """A build's wheelhouse folder plus the extra requirements learned for one image."""
 
@@ -87,9 +95,31 @@ class Wheelhouse:
         folder.mkdir(parents=True, exist_ok=True)
 
     def learned(self) -> list[str]:
+        """What earlier builds of this image learned. The file is only ever replaced whole
+        (`remember`), so a reader never sees one half written."""
         if self.learned_file.exists():
             return list(json.loads(self.learned_file.read_text()))
         return []
+
+    def remember(self, requirements: list[str]) -> None:
+        """Add `requirements` to what this image learned, safely beside other builds of it.
+
+        Regression: two workers building images of one environment (a Verified run with
+        --workers 2) stopped with `Expecting value: line 1 column 1 (char 0)`: one truncated
+        and rewrote the file in place while the other read it empty. Now writers take a lock
+        for the read-modify-write (none loses the other's entries) and replace the file
+        atomically (a reader sees the old list or the new one)."""
+        self.learned_file.parent.mkdir(parents=True, exist_ok=True)
+        lock = self.learned_file.with_name(self.learned_file.name + ".lock")
+        with lock.open("w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            known = self.learned()
+            new = [r for r in requirements if r not in known]
+            if not new:
+                return
+            tmp = self.learned_file.with_name(f"{self.learned_file.name}.{_writer_id()}.tmp")
+            tmp.write_text(json.dumps(known + new, indent=1))
+            os.replace(tmp, self.learned_file)
 
     def add_older(self, name: str, version: str) -> list[str]:
         """Releases of `name` older than `version` (the newest OLDER_RELEASES), each with its own
@@ -129,10 +159,7 @@ class Wheelhouse:
         except WheelDownloadError as exc:
             raise ImageBuildError(f"wheels for {requirements}: {exc}") from exc
         if remember:
-            known = self.learned()
-            new = [r for r in requirements if r not in known]
-            self.learned_file.parent.mkdir(parents=True, exist_ok=True)
-            self.learned_file.write_text(json.dumps(known + new, indent=1))
+            self.remember(requirements)
 
 
 def self_install_extras(commands: Sequence[str]) -> list[str] | None:

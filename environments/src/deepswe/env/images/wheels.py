@@ -23,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -175,7 +176,8 @@ def versions_for_target(
     cmd += ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
     for tag in platforms:
         cmd += ["--platform", tag]
-    with _TempDir(cache_root() / "wheels" / f".probe-{os.getpid()}") as tmp:
+    # one folder per call: the eval runner's workers are threads of one process
+    with _TempDir(cache_root() / "wheels" / f".probe-{os.getpid()}-{threading.get_ident()}") as tmp:
         res = subprocess.run(
             [*cmd, "--dest", str(tmp), f"{name}==0.0.0.dev0+deepswe.probe"],
             capture_output=True,
