@@ -27,6 +27,26 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class SourceFile(_Frozen):
+    """A file an install downloads (a source tarball), fetched by the host instead and put in
+    the task image at /deepswe-files/<name> before the install commands run (no network there).
+    Exactly one of `url` (checked against `sha256`) or `git` is set."""
+
+    name: str
+    """The file's name under /deepswe-files."""
+    url: str | None = None
+    """Where the host downloads it: a package registry's copy of the same bytes."""
+    sha256: str | None = None
+    """The file's sha256; a download with another is refused."""
+    git: str | None = None
+    """`<local git repository>@<ref>`: the host writes `git archive --prefix=<prefix>/` of the
+    ref as a .tar.gz (a source tree no registry serves, from the repository mirror)."""
+    prefix: str | None = None
+    """The archive's top folder (with `git`)."""
+    stands_for: str = ""
+    """What the original install downloaded (a URL), for messages and reports."""
+
+
 class EnvironmentSpec(_Frozen):
     """How to build the task's image from source (swe-mini and custom tasks)."""
 
@@ -52,6 +72,8 @@ class EnvironmentSpec(_Frozen):
     """Resolve requirements from the package index as it stood on this date (ISO 8601, pip's
     --uploaded-prior-to): the state the reference environment was built from. None: today's
     releases, which for unpinned dependencies can change what the tests see."""
+    files: list[SourceFile] = []
+    """Files the install commands would have downloaded, fetched by the host (SourceFile)."""
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
 

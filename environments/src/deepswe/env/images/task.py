@@ -35,6 +35,8 @@ import docker.errors
 
 from deepswe.data.task import EnvironmentSpec, Task
 from deepswe.env.images.base import ImageBuildError, ensure_base_image
+from deepswe.env.images.files import IMAGE_FOLDER as FILES_FOLDER
+from deepswe.env.images.files import fetch_file
 from deepswe.env.images.history import history_cut, split_history, tags_merged
 from deepswe.env.images.hostpython import NoHostPython, host_python
 from deepswe.env.images.offline import (
@@ -92,7 +94,11 @@ def target_python(spec: EnvironmentSpec) -> str:
 def task_image_tag(task: Task) -> str:
     """The tag of `task`'s own image (no building)."""
     spec = _spec(task)
-    return f"deepswe/task:{_hash(RECIPE_VERSION, env_image_tag(spec), _source_id(spec.source), task.base_commit, spec.install)}"
+    parts = [RECIPE_VERSION, env_image_tag(spec), _source_id(spec.source), task.base_commit]
+    parts.append(spec.install)
+    if spec.files:  # tags of specs without files stay what they were
+        parts.append([f.model_dump() for f in spec.files])
+    return f"deepswe/task:{_hash(*parts)}"
 
 
 def _spec(task: Task) -> EnvironmentSpec:
@@ -266,6 +272,10 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         # the packs holding them: the whole history pack copied up into this layer.
         lines += ["COPY testbed /testbed", "WORKDIR /testbed"]
         lines += ["RUN git update-index -q --refresh >/dev/null || true"]
+        for f in spec.files:  # what the install would download, fetched here (images/files.py)
+            fetch_file(f, ctx / "files")
+        if spec.files:
+            lines += [f"COPY files {FILES_FOLDER}"]
         lines += [f"RUN {cmd}" for cmd in spec.install]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}
         dockerfile = "\n".join(lines) + "\n"
