@@ -129,11 +129,40 @@ def test_python_36_without_a_host_interpreter_is_unsupported_not_graded(
     ] * 2
 
 
-def test_conda_environment_yml_is_unsupported(django_mirror):
-    mirror, base, _ = django_mirror
-    task = swebench_row_to_task(_row("pydata/xarray", "2022.06", base))
-    with pytest.raises(UnsupportedEnv, match="environment.yml|Python 3.10"):
-        build_from_source(task, mirror)
+def test_a_conda_environment_yml_is_read_from_the_mirror_and_translated(tmp_path, monkeypatch):
+    """xarray's environment.yml (conda-forge names, a pip section) at environment_setup_commit
+    becomes pip steps in conda's order, Debian packages for the rest; cdms2, which nothing
+    serves, keeps out only the instance whose graded tests name it."""
+    monkeypatch.setenv("DEEPSWE_HOST_PYTHONS", str(_fake_host_pythons(tmp_path, "3.10")))
+    repo = tmp_path / "mirror" / "pydata__xarray"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    yml = (
+        "name: xarray-tests\nchannels:\n  - conda-forge\n  - nodefaults\ndependencies:\n"
+        "  - cdms2\n  - cfgrib\n  - dask-core\n  - hdf5\n  - iris\n  - matplotlib-base\n"
+        "  - numpy<1.24\n  - python=3.8\n  - pip\n  - pip:\n      - numbagg\n"
+    )
+    base = _commit(repo, {"ci/requirements/environment.yml": yml}, "env")
+    row = _row("pydata/xarray", "2022.06", base, test_patch="")
+    task = build_from_source(swebench_row_to_task(row), tmp_path / "mirror", probe=False)
+    spec = task.environment
+    assert spec.python == "3.10" and spec.base == "bookworm"
+    assert spec.pip_after[:2] == [
+        ["cfgrib", "dask", "scitools-iris", "matplotlib", "numpy<1.24"],
+        ["numbagg"],
+    ]
+    assert spec.pip_after[2][0] == "numpy==1.23.0"  # swebench's pip_packages, one call, last
+    assert spec.apt == ["libeccodes0"]  # the library cfgrib loads
+    row["PASS_TO_PASS"] = json.dumps(["xarray/tests/test_dataarray.py::T::test_to_and_from_cdms2"])
+    with pytest.raises(UnsupportedEnv, match="needs cdms2"):
+        build_from_source(swebench_row_to_task(row), tmp_path / "mirror", probe=False)
+
+
+def _fake_host_pythons(tmp_path: Path, version: str) -> Path:
+    prefix = tmp_path / "pythons" / f"{version}.13"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python3").write_text("")
+    return tmp_path / "pythons"
 
 
 def test_requests_uses_bullseye_and_pytest_directives(tmp_path):
@@ -164,15 +193,15 @@ def test_requirements_follow_swebench_includes_and_drop_inline_comments(tmp_path
     assert requirements_from_mirror(task, repo) == ["pytest", "astroid==2.8.0"]
 
 
-def test_apt_lines_become_base_image_packages_and_downloads_are_unsupported():
+def test_apt_lines_become_base_image_packages_and_unknown_downloads_are_unsupported():
     task = swebench_row_to_task(_row("sphinx-doc/sphinx", "7.2", "abc"))
     specs = {
         "pre_install": ["apt-get update && apt-get install -y graphviz", "sed -i 's/a/b/' tox.ini"],
         "eval_commands": ["export LANG=en_US.UTF-8"],
     }
     assert apt_and_commands(task, specs) == (["graphviz", "locales"], ["sed -i 's/a/b/' tox.ini"])
-    with pytest.raises(UnsupportedEnv, match="downloads"):
-        apt_and_commands(task, {"pre_install": ["wget https://x/qhull.tgz"]})
+    with pytest.raises(UnsupportedEnv, match="downloads https://x/qhull.tgz"):
+        apt_and_commands(task, {"pre_install": ["wget -O /tmp/q.tgz https://x/qhull.tgz"]})
 
 
 def test_c_sources_outside_tests_ask_for_a_compiler(tmp_path):
@@ -185,10 +214,11 @@ def test_c_sources_outside_tests_ask_for_a_compiler(tmp_path):
 
 
 def test_conda_package_lists_become_pip_requirements():
-    assert conda_to_pip("'numpy==1.19.2' 'scipy==1.5.2' cython=0.29 pytest") == [
+    """conda's `=0.29` is any 0.29.x (its match-spec rule), not pip's 0.29.0."""
+    assert conda_to_pip("'numpy==1.19.2' 'scipy==1.5.2' cython=0.29 pytest", "3.9") == [
         "numpy==1.19.2",
         "scipy==1.5.2",
-        "cython==0.29",
+        "cython==0.29.*",
         "pytest",
     ]
 

@@ -3,16 +3,18 @@
 One row per (repository, version) spec of swebench 4.1.0's map: its Python, how its packages
 are given, whether it needs a compiler or a host interpreter, the instances of the dataset at
 hand it serves, and the verdict: `eligible` (nothing known against building it here) or
-`unsupported: <reason>`. Nothing is downloaded or
+`unsupported: <reason>`, and the instances of an eligible spec that stay out (a graded test
+needs a conda package nothing stands in for: swebench_conda.LEFT_OUT). Nothing is downloaded or
 built: "compiler" reads the repository's own C sources only (a requirement without a wheel for
-the Python asks for one at build time too), and a spec marked `builds` can still fail at build
-time: an eligible spec is not a built one (bench/verified.py is the proof for the rows it runs).
+the Python asks for one at build time too), and an eligible spec can still fail at build time:
+eligible is not built (bench/verified.py is the proof for the rows it runs). What needs the
+repository's files (environment.yml, matplotlib's FreeType) is checked only with a mirror.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,6 +31,7 @@ class SpecRow:
     interpreter: str  # "debian" | "host" | "missing"
     compiler: bool | None  # None: unknown without a mirror
     verdict: str  # "eligible" | "unsupported: ..."
+    excluded: dict[str, str] = field(default_factory=dict)  # instance -> why it stays out
 
 
 def _packages_kind(specs: dict) -> str:
@@ -45,14 +48,6 @@ def spec_rows(tasks: list[Task], mirror: Path | None, all_specs: bool = False) -
     instances of `tasks` each serves."""
     from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
-    from deepswe.eval.swebench_env import BASE_FOR_PYTHON, interpreter_for, mirror_path
-    from deepswe.eval.swebench_install import (
-        UnsupportedEnv,
-        apt_and_commands,
-        has_c_sources,
-        requirement_steps,
-    )
-
     served: dict[tuple[str, str], list[Task]] = defaultdict(list)
     for t in tasks:
         served[(t.repo, str(t.version))].append(t)
@@ -63,35 +58,59 @@ def spec_rows(tasks: list[Task], mirror: Path | None, all_specs: bool = False) -
             mine = served.get((repo, version), [])
             if not mine and not all_specs:
                 continue
-            python = str(specs.get("python"))
-            verdict, interpreter = "eligible", "debian"
-            example = (
-                mine[0]
-                if mine
-                else SimpleNamespace(
-                    instance_id=f"{repo} {version}", environment_setup_commit=None, base_commit=None
-                )
-            )
-            try:
-                if python not in BASE_FOR_PYTHON:
-                    interpreter = "host"
-                    interpreter_for(example, specs)
-                apt_and_commands(example, specs)
-                if specs.get("packages") == "environment.yml":
-                    requirement_steps(example, specs, None)
-            except UnsupportedEnv as exc:
-                verdict = f"unsupported: {str(exc).split(': ', 1)[-1]}"
-                interpreter = "missing" if "needs Python" in str(exc) else interpreter
-            compiler = None
-            if mirror is not None and mine:
-                repo_dir = mirror_path(mirror, repo)
-                commit = example.environment_setup_commit or example.base_commit
-                compiler = has_c_sources(repo_dir, commit) if repo_dir.is_dir() else None
-            kind = _packages_kind(specs)
-            rows.append(
-                SpecRow(repo, version, python, kind, len(mine), interpreter, compiler, verdict)
-            )
+            rows.append(_row(repo, version, specs, mine, mirror))
     return rows
+
+
+def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | None) -> SpecRow:
+    from deepswe.eval.swebench_downloads import UnservedDownload, build_downloads
+    from deepswe.eval.swebench_env import (
+        BASE_FOR_PYTHON,
+        interpreter_for,
+        left_out_needed,
+        mirror_path,
+    )
+    from deepswe.eval.swebench_install import UnsupportedEnv, has_c_sources, pre_install
+
+    python = str(specs.get("python"))
+    verdict, interpreter = "eligible", "debian"
+    example = (
+        mine[0]
+        if mine
+        else SimpleNamespace(
+            instance_id=f"{repo} {version}",
+            repo=repo,
+            environment_setup_commit=None,
+            base_commit=None,
+        )
+    )
+    repo_dir = mirror_path(mirror, repo) if mirror is not None else None
+    repo_dir = repo_dir if repo_dir is not None and repo_dir.is_dir() else None
+    excluded: dict[str, str] = {}
+    try:
+        if python not in BASE_FOR_PYTHON:
+            interpreter = "host"
+            interpreter_for(example, specs)
+        pre_install(example, specs)
+        if repo_dir is not None and mine:
+            try:
+                build_downloads(example, repo_dir, mirror)
+            except UnservedDownload as exc:
+                raise UnsupportedEnv(f"{example.instance_id}: {exc}") from None
+            for t in mine:
+                try:
+                    left_out_needed(t, specs, repo_dir)
+                except UnsupportedEnv as exc:
+                    excluded[t.instance_id] = str(exc).split(": ", 1)[-1]
+    except UnsupportedEnv as exc:
+        verdict = f"unsupported: {str(exc).split(': ', 1)[-1]}"
+        interpreter = "missing" if "needs Python" in str(exc) else interpreter
+    compiler = None
+    if repo_dir is not None and mine:
+        commit = example.environment_setup_commit or example.base_commit
+        compiler = has_c_sources(repo_dir, commit)
+    kind = _packages_kind(specs)
+    return SpecRow(repo, version, python, kind, len(mine), interpreter, compiler, verdict, excluded)
 
 
 def summary(rows: list[SpecRow]) -> dict[str, int]:
@@ -100,10 +119,11 @@ def summary(rows: list[SpecRow]) -> dict[str, int]:
         "specs": len(rows),
         "specs_eligible": len(eligible),
         "instances": sum(r.instances for r in rows),
-        "instances_eligible": sum(r.instances for r in eligible),
+        "instances_eligible": sum(r.instances - len(r.excluded) for r in eligible),
         "instances_needing_a_host_interpreter": sum(
-            r.instances for r in eligible if r.interpreter == "host"
+            r.instances - len(r.excluded) for r in eligible if r.interpreter == "host"
         ),
+        "instances_out_of_eligible_specs": sum(len(r.excluded) for r in eligible),
     }
 
 
@@ -116,8 +136,11 @@ def markdown(rows: list[SpecRow]) -> str:
         compiler = "?" if r.compiler is None else ("yes" if r.compiler else "no")
         out.append(
             f"| {r.repo} | {r.version} | {r.python} | {r.packages} | {r.instances} | "
-            f"{r.interpreter} | {compiler} | {r.verdict.split('; set $')[0][:110]} |"
+            f"{r.interpreter} | {compiler} | {r.verdict.split('; set $')[0][:110]}"
+            + (f" ({len(r.excluded)} out)" if r.excluded else "")
+            + " |"
         )
+    out += [f"- out: {iid}: {why[:160]}" for r in rows for iid, why in sorted(r.excluded.items())]
     return "\n".join(out)
 
 

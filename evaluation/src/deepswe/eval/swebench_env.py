@@ -15,15 +15,19 @@ import functools
 from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource, TestSpec
+from deepswe.eval.swebench_conda import needs_left_out
+from deepswe.eval.swebench_downloads import UnservedDownload, build_downloads
 from deepswe.eval.swebench_install import (
     COMPILER,
     SETUP_COMMIT,
     SwebenchEnvError,
     UnsupportedEnv,
-    apt_and_commands,
     conda_tools,
+    conda_translation,
     has_c_sources,
     index_date,
+    one_script,
+    pre_install,
     requirement_steps,
 )
 
@@ -86,15 +90,27 @@ def wheel_gap(
 
 
 def environment_for(
-    task: Task, specs: dict, repo_dir: Path | None, source: str, probe: bool = True
+    task: Task,
+    specs: dict,
+    repo_dir: Path | None,
+    source: str,
+    probe: bool = True,
+    mirror: Path | None = None,
 ) -> EnvironmentSpec:
     """The EnvironmentSpec that installs `task` as swebench's images do, offline.
 
     The image gets a compiler when the repository has C sources, or (`probe`: asks PyPI, the
-    answer cached in the wheel cache) when a requirement has no wheel for the Python."""
+    answer cached in the wheel cache) when a requirement has no wheel for the Python. Files the
+    install downloads are fetched by the host (swebench_downloads)."""
     suite, host = interpreter_for(task, specs)
     python = host or str(specs["python"])
-    apt, pre_install = apt_and_commands(task, specs)
+    pre = pre_install(task, specs)
+    conda = conda_translation(task, specs, repo_dir)
+    try:
+        built = build_downloads(task, repo_dir, mirror)
+    except UnservedDownload as exc:
+        raise UnsupportedEnv(f"{task.instance_id}: {exc}") from None
+    apt = pre.apt + (conda.apt if conda else []) + built.apt
     steps = requirement_steps(task, specs, repo_dir)
     commit = task.environment_setup_commit or task.base_commit
     compiled = has_c_sources(repo_dir, commit)
@@ -103,7 +119,7 @@ def environment_for(
         compiled = wheel_gap(steps_key, python, suite if host else None, index_date())
     if compiled:
         apt += COMPILER + ([] if host else ["python3-dev"])
-    install = [*pre_install, specs.get("install", ""), SETUP_COMMIT]
+    install = [*one_script(pre.commands + built.commands), specs.get("install", ""), SETUP_COMMIT]
     return EnvironmentSpec(
         base=suite,
         python=host,
@@ -112,10 +128,22 @@ def environment_for(
         pip=conda_tools(python),
         pip_after=steps,
         install=[cmd for cmd in install if cmd],
+        files=pre.files + built.files,
         index_date=index_date(),
         test_cmd=specs["test_cmd"],
         log_parser="swebench",
     )
+
+
+def left_out_needed(task: Task, specs: dict, repo_dir: Path | None) -> None:
+    """UnsupportedEnv when a graded test of `task` needs a conda package nothing stands in for
+    (swebench_conda.LEFT_OUT): its environment builds, but that verdict could not be right."""
+    conda = conda_translation(task, specs, repo_dir)
+    if conda and conda.left_out:
+        tests = [*task.hidden.fail_to_pass, *task.hidden.pass_to_pass]
+        why = needs_left_out(tests, conda.left_out)
+        if why:
+            raise UnsupportedEnv(f"{task.instance_id}: {why}")
 
 
 def directives_of(task: Task) -> list[str]:
@@ -148,13 +176,13 @@ def build_from_source(
     """`task` with an EnvironmentSpec built on our base images. Raises UnsupportedEnv."""
     specs = specs_for(task)
     interpreter_for(task, specs)  # an unsupported environment says so before any mirror check
-    if specs.get("packages") == "environment.yml":
-        requirement_steps(task, specs, None)  # raises UnsupportedEnv, naming the reason
+    pre_install(task, specs)  # and so does a download nothing of ours serves
     repo_dir = mirror_path(mirror, task.repo) if mirror else None
     if repo_dir is not None and not repo_dir.is_dir():
         raise SwebenchEnvError(f"{task.instance_id}: no clone of {task.repo} at {repo_dir}")
+    left_out_needed(task, specs, repo_dir)
     source = str(repo_dir) if repo_dir else f"https://github.com/{task.repo}.git"
-    env = environment_for(task, specs, repo_dir, source, probe)
+    env = environment_for(task, specs, repo_dir, source, probe, mirror)
     spec = TestSpec(
         command=eval_test_command(task, specs), log_parser="swebench", timeout_s=timeout_s
     )
@@ -216,6 +244,7 @@ __all__ = [
     "environment_for",
     "eval_test_command",
     "interpreter_for",
+    "left_out_needed",
     "mirror_path",
     "needs_swebench_env",
     "prepare",

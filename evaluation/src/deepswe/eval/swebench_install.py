@@ -11,16 +11,17 @@ pre_install commands, its install command, and `git commit -am` of what they edi
 |---------------------------------------|---------------------------------------------------------|
 | conda python X.Y                      | 3.9 bullseye, 3.11 bookworm; else a host CPython X.Y     |
 | conda's pip, setuptools, wheel        | `pip`: the versions conda's defaults give that Python    |
-| conda package list / requirements.txt | `pip_after[0]`: pip requirements                         |
+| conda package list / requirements.txt | `pip_after[0]`: pip requirements (conda lists and        |
+| / environment.yml                     | environment.yml: swebench_conda, PyPI names, Debian      |
+|                                       | packages, conda's last builds for frozen Pythons)       |
 | pip_packages (one call)               | `pip_after[1]`: one more pip call, its pins win          |
 | `apt-get install` in pre_install      | `apt`: Debian packages of the base image                 |
 | gcc (every swebench image has one)    | `apt` += a compiler, only when the repository has C     |
 |                                       | sources or a requirement has no wheel for the Python     |
-| pre_install, install, commit          | `install`: the same commands, offline (the image's       |
-|                                       | wheelhouse grows with what pip reports missing)          |
-
-environment.yml specs (conda-forge packages that are not on PyPI) and pre_install commands
-that download at install time stay unsupported_env.
+| pre_install (one bash script), install,| `install`: the same commands, offline (the image's       |
+| commit                                | wheelhouse grows with what pip reports missing); the     |
+|                                       | files they download fetched by the host                  |
+|                                       | (swebench_downloads), else unsupported_env               |
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ import posixpath
 import re
 import shlex
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepswe.data.task import Task
+from deepswe.data.task import SourceFile, Task
+from deepswe.eval import swebench_downloads as downloads
+from deepswe.eval.swebench_conda import CondaTranslation, from_conda_list, from_environment_yml
 
 # What `conda create python=X.Y` put beside the interpreter from the defaults channel when
 # swebench 4.1.0's images were built (late 2023 / 2024); swebench pins setuptools itself in
@@ -52,6 +56,10 @@ DEBIAN_HEADERS = "python3-dev"  # headers of the suite's own Python (a host CPyt
 C_SOURCES = re.compile(r"\.(c|cc|cpp|cxx|pyx|f|f90)$")
 NOT_BUILT = re.compile(r"(^|/)(tests?|docs?|examples?|benchmarks?|cextern/.*/tests?)/")
 INLINE_COMMENT = re.compile(r"(^|\s)#.*$")
+# `apt-get install` in swebench's images installs Recommends too; debootstrap's --include (our
+# base images) does not. The recommended packages tests use: ImageMagick's Ghostscript (`gs`
+# converts matplotlib's PDF and EPS test images to PNG; without it those comparisons skip).
+APT_RECOMMENDS: dict[str, list[str]] = {"imagemagick": ["ghostscript"]}
 APT_INSTALL = re.compile(r"apt-get\s+install\s+(?P<args>[^;&|]+)")
 SETUP_COMMIT = "git -c user.name=deepswe -c user.email=deepswe@localhost commit --allow-empty -qam 'environment setup'"
 
@@ -111,55 +119,114 @@ def requirements_from_mirror(task: Task, repo_dir: Path) -> list[str]:
     return [req for x in cleaned if (req := INLINE_COMMENT.sub("", x).strip())]
 
 
-def conda_to_pip(packages: str) -> list[str]:
-    """A conda package list ("numpy scipy 'cython=0.29'") as pip requirements."""
-    out = []
-    for spec in shlex.split(packages):
-        name, op, ver = spec.partition("=")
-        out.append(spec if not op or ver.startswith("=") else f"{name}=={ver}")
-    return out
+def conda_to_pip(packages: str, python: str = "") -> list[str]:
+    """A conda package list ("numpy scipy 'cython=0.29'") as pip requirements (swebench_conda:
+    conda's `=X` is X.*, PyPI's names, conda's last builds for `python` when it is frozen)."""
+    return [r for step in from_conda_list(packages, python).pip for r in step]
+
+
+def environment_yml(task: Task, repo_dir: Path) -> str:
+    """The repository's conda environment.yml at environment_setup_commit, as swebench reads
+    it (its first existing path, swebench's clean-up of yanked pip packages applied)."""
+    from swebench.harness.constants import MAP_REPO_TO_ENV_YML_PATHS
+    from swebench.harness.test_spec.python import clean_environment_yml
+
+    commit = task.environment_setup_commit or task.base_commit
+    for path in MAP_REPO_TO_ENV_YML_PATHS.get(task.repo, []):
+        text = _git_show(repo_dir, commit, path)
+        if text is not None:
+            return clean_environment_yml(text)
+    raise SwebenchEnvError(
+        f"{task.instance_id}: none of {MAP_REPO_TO_ENV_YML_PATHS.get(task.repo)} exists at "
+        f"{commit} in {repo_dir}"
+    )
+
+
+def conda_translation(task: Task, specs: dict, repo_dir: Path | None) -> CondaTranslation | None:
+    """The spec's conda packages (a list or environment.yml) as PyPI requirements and Debian
+    packages; None when the spec gives a requirements file or nothing."""
+    pkgs = specs.get("packages", "")
+    python = str(specs.get("python"))
+    if pkgs == "environment.yml":
+        if repo_dir is None:
+            raise SwebenchEnvError(
+                f"{task.instance_id}: reading environment.yml needs --repo-mirror with "
+                f"{task.repo.replace('/', '__')}"
+            )
+        return from_environment_yml(environment_yml(task, repo_dir), python)
+    if pkgs and pkgs != "requirements.txt":
+        return from_conda_list(pkgs, python)
+    return None
 
 
 def requirement_steps(task: Task, specs: dict, repo_dir: Path | None) -> list[list[str]]:
-    """The pip calls after the tools, in swebench's order: the requirements (file or conda
-    list), then pip_packages. Empty steps are left out."""
+    """The pip calls after the tools, in swebench's order: the requirements (file, conda list,
+    or environment.yml's conda packages then its pip section), then pip_packages. Empty steps
+    are left out."""
     pkgs = specs.get("packages", "")
-    if pkgs == "environment.yml":
-        raise UnsupportedEnv(
-            f"{task.instance_id}: its environment is a conda environment.yml (conda-forge "
-            "packages that PyPI does not have)"
-        )
     if pkgs == "requirements.txt":
         if repo_dir is None:
             raise SwebenchEnvError(
                 f"{task.instance_id}: reading requirements.txt needs --repo-mirror with "
                 f"{task.repo.replace('/', '__')}"
             )
-        first = requirements_from_mirror(task, repo_dir)
+        first = [requirements_from_mirror(task, repo_dir)]
     else:
-        first = conda_to_pip(pkgs) if pkgs else []
-    return [step for step in (first, list(specs.get("pip_packages", []))) if step]
+        conda = conda_translation(task, specs, repo_dir)
+        first = conda.pip if conda else []
+    return [step for step in (*first, list(specs.get("pip_packages", []))) if step]
 
 
-def apt_and_commands(task: Task, specs: dict) -> tuple[list[str], list[str]]:
-    """(Debian packages, remaining pre_install commands): `apt-get install` becomes packages
-    of the base image (containers have no network); `apt-get update` lines go away."""
+@dataclass
+class PreInstall:
+    """swebench's pre_install, translated: Debian packages of the base image, the remaining
+    commands (downloads replaced by copies of fetched files), and those files."""
+
+    apt: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)
+
+
+def pre_install(task: Task, specs: dict) -> PreInstall:
+    """`apt-get install` lines become packages of the base image (containers have no network),
+    `apt-get update` lines go away, downloads of known artefacts become copies of the files the
+    host fetched (swebench_downloads); any other download is unsupported_env, naming it."""
+    from deepswe.env.images.recipe import mirror
+
     apt: list[str] = []
     commands: list[str] = []
     for cmd in specs.get("pre_install", []):
-        if re.search(r"\b(wget|curl)\b", cmd):
-            raise UnsupportedEnv(f"{task.instance_id}: its pre_install downloads: {cmd[:120]}")
         found = APT_INSTALL.search(cmd)
         if found:
-            apt += [a for a in found.group("args").split() if not a.startswith("-")]
+            named = [a for a in found.group("args").split() if not a.startswith("-")]
+            apt += named + [r for a in named for r in APT_RECOMMENDS.get(a, [])]
             continue
         if re.fullmatch(r"\s*apt-get\s+update\s*", cmd):
             continue
         commands.append(cmd)
+    try:
+        served = downloads.pre_install(commands, mirror())
+    except downloads.UnservedDownload as exc:
+        raise UnsupportedEnv(f"{task.instance_id}: {exc}") from None
     text = " ".join([*specs.get("pre_install", []), *specs.get("eval_commands", [])])
     if "locale-gen" in text or "en_US.UTF-8" in text:
         apt.append("locales")
-    return sorted(set(apt)), commands
+    return PreInstall(sorted(set(apt)), served.commands, served.files)
+
+
+def apt_and_commands(task: Task, specs: dict) -> tuple[list[str], list[str]]:
+    """(Debian packages, remaining pre_install commands) of `pre_install`."""
+    plan = pre_install(task, specs)
+    return plan.apt, plan.commands
+
+
+def one_script(commands: list[str]) -> list[str]:
+    """swebench runs pre_install as one bash script under `set -euxo pipefail`: variables one
+    line sets are read by the next (matplotlib's QHULL_TAR), a failing `grep -q && sed` does
+    not stop it. Two or more commands become that one script; one stays as it is."""
+    if len(commands) < 2:
+        return list(commands)
+    return ["bash -c " + shlex.quote("set -euo pipefail\n" + "\n".join(commands))]
 
 
 def has_c_sources(repo_dir: Path | None, commit: str) -> bool:
@@ -187,6 +254,11 @@ def conda_tools(python: str) -> list[str]:
 
 __all__ = [
     "COMPILER",
+    "PreInstall",
+    "conda_translation",
+    "environment_yml",
+    "one_script",
+    "pre_install",
     "SETUP_COMMIT",
     "SwebenchEnvError",
     "UnsupportedEnv",

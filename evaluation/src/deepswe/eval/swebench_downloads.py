@@ -1,0 +1,155 @@
+"""What swebench's installs download, served from a package registry or the repository mirror.
+
+swebench 4.1.0's images are built online: matplotlib's pre_install fetches qhull's sources with
+wget, and matplotlib's own build (3.1 and later) fetches FreeType 2.6.1's, which its image tests
+are drawn with. Ours builds offline, so the host fetches the same artefacts first
+(deepswe.data.task.SourceFile) and the commands read them from /deepswe-files:
+
+| download                                   | served from                                     |
+|--------------------------------------------|-------------------------------------------------|
+| qhull.org qhull-2020-src-8.0.2.tgz          | Debian's source package qhull 2020.2: its        |
+|                                            | qhull_2020.2.orig.tar.gz is that tarball, byte   |
+|                                            | for byte (sha256 b5c2d7eb..., matplotlib's       |
+|                                            | LOCAL_QHULL_HASH)                                |
+| freetype-2.6.1.tar.gz (matplotlib's build) | FreeType's git repository at VER-2-6-1 from the  |
+|                                            | mirror (`<mirror>/freetype__freetype`), put at   |
+|                                            | build/freetype-2.6.1 with its configure made by  |
+|                                            | its autogen.sh (Debian's autoconf, automake,     |
+|                                            | libtool): no registry has the release tarball    |
+
+A download not in this table leaves the instance unsupported_env, naming the URL.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deepswe.data.task import SourceFile, Task
+
+FILES = "/deepswe-files"  # deepswe.env.images.files.IMAGE_FOLDER
+# URL swebench downloads -> (Debian source package path in the pool, sha256 of the file).
+REGISTRY_COPIES: dict[str, tuple[str, str]] = {
+    "http://www.qhull.org/download/qhull-2020-src-8.0.2.tgz": (
+        "pool/main/q/qhull/qhull_2020.2.orig.tar.gz",
+        "b5c2d7eb833278881b952c8a52d20179eab87766b00b865000469a45c1838b7e",
+    ),
+}
+AUTOTOOLS = ["autoconf", "automake", "libtool"]
+FREETYPE_MIRROR = "freetype__freetype"
+_ASSIGN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)\s*$")
+_URL = re.compile(r"https?://[^\s\"']+")
+_FETCH = re.compile(r"\b(wget|curl)\b")
+
+
+class UnservedDownload(Exception):
+    """A download no registry or mirror of ours serves; the message names it."""
+
+
+@dataclass
+class Downloads:
+    """pre_install commands with their downloads replaced, the files to fetch, Debian packages
+    the replacement needs."""
+
+    commands: list[str] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)
+    apt: list[str] = field(default_factory=list)
+
+
+def _expand(text: str, variables: dict[str, str]) -> str:
+    for name, value in variables.items():
+        text = text.replace("${" + name + "}", value).replace("$" + name, value)
+    return text
+
+
+def _dest(cmd: str) -> str | None:
+    """The output path of a wget -O / curl -o command, as written (quotes kept)."""
+    m = re.search(r"\s(?:-O|-o|--output-document=|--output=?)\s*(\"[^\"]*\"|'[^']*'|\S+)", cmd)
+    return m.group(1) if m else None
+
+
+def registry_file(url: str, debian_mirror: str) -> SourceFile:
+    """The registry's copy of `url` (REGISTRY_COPIES); UnservedDownload if there is none."""
+    if url not in REGISTRY_COPIES:
+        raise UnservedDownload(f"its install downloads {url}, which no registry of ours serves")
+    path, sha = REGISTRY_COPIES[url]
+    name = url.rsplit("/", 1)[-1]
+    return SourceFile(name=name, url=f"{debian_mirror}/{path}", sha256=sha, stands_for=url)
+
+
+def pre_install(commands: list[str], debian_mirror: str) -> Downloads:
+    """swebench's pre_install commands with each wget/curl of a known URL replaced by a copy of
+    the fetched file (variables assigned by earlier commands expanded to find the URL)."""
+    out, variables = Downloads(), {}
+    for cmd in commands:
+        m = _ASSIGN.match(cmd)
+        if m:
+            variables[m.group(1)] = m.group(2).strip("\"'")
+        if not _FETCH.search(cmd):
+            out.commands.append(cmd)
+            continue
+        urls = _URL.findall(_expand(cmd, variables))
+        dest = _dest(cmd)
+        if len(urls) != 1 or dest is None:
+            raise UnservedDownload(f"its pre_install downloads: {cmd[:120]}")
+        f = registry_file(urls[0], debian_mirror)
+        out.files.append(f)
+        out.commands.append(f"cp {FILES}/{f.name} {dest}")
+    return out
+
+
+def _freetype_version(setupext: str) -> str | None:
+    """The FreeType matplotlib builds itself (3.1 and later: system_freetype defaults off)."""
+    if "system_freetype" not in setupext:
+        return None  # 3.0: the system's FreeType (libfreetype6-dev), nothing downloaded
+    m = re.search(r"TESTING_VERSION_OF_FREETYPE = '([\d.]+)'", setupext) or re.search(
+        r"LOCAL_FREETYPE_VERSION = '([\d.]+)'", setupext
+    )
+    return m.group(1) if m else None
+
+
+def build_downloads(task: Task, repo_dir: Path | None, mirror: Path | None) -> Downloads:
+    """What the repository's own build downloads (matplotlib's FreeType), as files and the
+    commands that put them where the build looks first (build/freetype-X/, which it then
+    configures and makes instead of downloading)."""
+    if task.repo != "matplotlib/matplotlib" or repo_dir is None:
+        return Downloads()
+    commit = task.environment_setup_commit or task.base_commit
+    res = subprocess.run(
+        ["git", "-C", str(repo_dir), "show", f"{commit}:setupext.py"],
+        capture_output=True,
+        text=True,
+    )
+    version = _freetype_version(res.stdout) if res.returncode == 0 else None
+    if version is None:
+        return Downloads()
+    clone = Path(mirror) / FREETYPE_MIRROR if mirror else None
+    if clone is None or not clone.is_dir():
+        raise UnservedDownload(
+            f"its build downloads FreeType {version}'s sources, which no registry serves: clone "
+            f"https://github.com/freetype/freetype into <repo mirror>/{FREETYPE_MIRROR}"
+        )
+    tree = f"freetype-{version}"
+    f = SourceFile(
+        name=f"{tree}.tar.gz",
+        git=f"{clone.resolve()}@VER-{version.replace('.', '-')}",
+        prefix=tree,
+        stands_for=f"matplotlib's setupext.py: {tree}.tar.gz",
+    )
+    cmd = (
+        f"mkdir -p build && tar -xzf {FILES}/{f.name} -C build"
+        f" && (cd build/{tree} && sh autogen.sh >/dev/null)"
+    )
+    return Downloads(commands=[cmd], files=[f], apt=list(AUTOTOOLS))
+
+
+__all__ = [
+    "REGISTRY_COPIES",
+    "Downloads",
+    "UnservedDownload",
+    "build_downloads",
+    "pre_install",
+    "registry_file",
+]
