@@ -103,9 +103,10 @@ def test_pillow_row_maps_to_debians_python_with_its_install(tmp_path, monkeypatc
     assert spec.source == str(mirror / "python-pillow__Pillow")
     assert {"build-essential", "python3-dev", "libjpeg-dev", "libwebp-dev"} <= set(spec.apt)
     assert spec.pip == list(TOOLS)
+    first = ["setuptools", "pytest", "pytest-cov", "PyQt5"]
     assert spec.pip_after == [
-        ["--upgrade", "setuptools", "pytest", "pytest-cov", "PyQt5"],  # into uv's empty venv
-        ["chardet"],  # setup_env's `uv pip install chardet`
+        ["--upgrade", *first],  # into uv's empty venv: what it names comes out newest
+        [*first, "chardet"],  # setup_env's `uv pip install chardet`, fitted to what is there
     ]
     assert spec.install[0] == VENV_LINK and "pip install -e . --no-build-isolation" in spec.install
     assert spec.index_date == "2025-01-20T00:00:00Z"
@@ -125,7 +126,10 @@ def test_a_python_debian_lacks_needs_a_host_interpreter(tmp_path, monkeypatch, h
     assert "python3-dev" not in spec.apt and {"xvfb", "xauth", "libpq-dev"} <= set(spec.apt)
     # the files' lines as pip arguments, markers decided for 3.7; no requirements-opt.txt here
     assert spec.pip_after[1:4] == [["numpy>=1.9.0"], ["AnyQt>=0.0.8"], ["psycopg2"]]
-    assert spec.pip_after[4] == ["scipy", "scikit-learn"]
+    assert spec.pip_after[4][-2:] == ["scipy", "scikit-learn"]
+    assert spec.pip_after[4][:-2] == ["setuptools<60", "numpy<1.18", "wheel", "cython<0.30",
+                                      "pytest", "PyQt5>=5.12,!=5.15.1", "PyQtWebEngine>=5.12",
+                                      "numpy>=1.9.0", "AnyQt>=0.0.8", "psycopg2"]  # fmt: skip
     assert spec.install[-1] == "ln -s Orange/tests/datasets/ datasets"
     monkeypatch.delenv("DEEPSWE_HOST_PYTHONS")
     with pytest.raises(R2EUnsupported, match="needs Python 3.7"):
@@ -195,7 +199,8 @@ def test_pip_steps_skip_an_absent_optional_file_and_refuse_an_absent_one(tmp_pat
         (),
     )  # fmt: skip
     assert pip_steps(attempt, repo, head) == [
-        list(TOOLS), ["--upgrade", "six"], ["pytest"], ["--upgrade", "wheel"], ["chardet"]
+        list(TOOLS), ["--upgrade", "six"], ["six", "pytest"], ["--upgrade", "wheel"],
+        ["six", "pytest", "wheel", "chardet"],
     ]  # fmt: skip
     missing = Attempt("3.9", (RequirementsFile("nope.txt"),), ())
     with pytest.raises(R2EEnvError, match="nope.txt does not exist"):
@@ -230,3 +235,23 @@ def test_a_mirror_without_the_clone_or_the_commit_is_named(tmp_path):
     mirror, _ = _mirror_for(tmp_path, row, {"Makefile": "all:\n"})
     with pytest.raises(R2EEnvError, match="is not in .*; update the clone"):
         build_from_source(row, mirror)  # the row's real commit is not in the toy clone
+
+
+def test_a_later_package_step_is_fitted_to_what_earlier_steps_installed(tmp_path):
+    """Regression: aiohttp's test packages came after make's pinned pytest 8.1.1; resolved on
+    their own they took pytest-asyncio 0.25.2, pip upgraded pytest for it, and make's pins then
+    broke it. uv keeps the installed pytest and picks pytest-asyncio 0.23.8: the step must carry
+    the earlier pins so pip and the host's download resolve the same way."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    head = _commit(
+        repo,
+        {"Makefile": ".install-deps:\n\tpip install -r requirements/dev.txt\n",
+         "requirements/dev.txt": "pytest==8.1.1\n"},
+        "make",
+    )  # fmt: skip
+    attempt = RECIPES["aiohttp"].attempts[0]
+    steps = pip_steps(attempt, repo, head)
+    assert steps[1] == ["--upgrade", "pytest==8.1.1"]
+    assert steps[2][0] == "pytest==8.1.1" and "pytest-asyncio" in steps[2]

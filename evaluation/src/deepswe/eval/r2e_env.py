@@ -16,6 +16,8 @@ restates); this module maps one onto our stack:
 | `uv pip install -r FILE`                   | FILE read at the base commit (r2e_requirements)        |
 | `apt-get install` in the Dockerfile        | `apt`: Debian packages (python3-dev with Debian's Py)  |
 | the install's build commands               | `install`, offline, in /testbed                        |
+| a later `uv pip install X` keeps what is   | X's pip call repeats the earlier steps' requirements:  |
+| installed and fits X to it                 | pip resolves X with them, as uv does                   |
 | setup_env: `uv pip install chardet`        | a last pip step (no network in a sandbox)              |
 | /testbed/.venv                             | /testbed/.venv -> /opt/venv, in .git/info/exclude      |
 | run_tests.sh, /r2e_tests in the image      | never in the image: the grader writes the hidden tests |
@@ -146,13 +148,23 @@ def pip_steps(attempt: Attempt, repo_dir: Path, commit: str) -> list[list[str]]:
     uv is R2E-Gym's), then the script's steps, chardet last; see the module doc for
     --upgrade."""
     calls: list[list[str]] = []
+    earlier: list[str] = []
     for step in attempt.steps:
         args = _step_args(step, repo_dir, commit, attempt.python)
         if args is None:
             continue
-        upgrade = not calls or (isinstance(step, Packages) and step.upgrade)
-        calls.append(["--upgrade", *args] if upgrade else args)
-    return [list(TOOLS), *calls, list(EPISODE_PACKAGES)]
+        if not calls or (isinstance(step, Packages) and step.upgrade):
+            calls.append(["--upgrade", *args])
+        elif isinstance(step, Packages):
+            # `uv pip install X` keeps what is installed and picks an X that fits it (aiohttp's
+            # test packages after make: pytest-asyncio 0.23.8 for the pinned pytest 8.1.1);
+            # pip would upgrade the installed instead. Resolving X with what came before does
+            # as uv does, on the host and in the image alike.
+            calls.append([*earlier, *(a for a in args if a not in earlier)])
+        else:
+            calls.append(args)
+        earlier += [a for a in args if a not in earlier]
+    return [list(TOOLS), *calls, [*earlier, *EPISODE_PACKAGES]]
 
 
 def missing_submodules(repo_dir: Path, commit: str) -> list[str]:

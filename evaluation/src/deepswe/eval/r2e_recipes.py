@@ -129,8 +129,8 @@ def _src(repo: str, *extra: str) -> tuple[str, ...]:
 MAKE_DEVELOP = (
     'make .develop > /tmp/r2e-make.log 2>&1; echo "make .develop: exit $?"; '
     "cat /tmp/r2e-make.log; "
-    "! grep -qE 'No matching distribution found|Could not find a version that satisfies' "
-    "/tmp/r2e-make.log"
+    "if grep -qE 'No matching distribution found|Could not find a version that satisfies' "
+    "/tmp/r2e-make.log; then exit 1; fi; rm -f /tmp/r2e-make.log"
 )
 # process_aiohttp_updateasyncio.py: `asyncio.async(` (a syntax error since Python 3.7) becomes
 # `asyncio.create_task(` in every .py file under aiohttp/, left uncommitted as R2E-Gym leaves it.
