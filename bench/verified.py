@@ -12,7 +12,17 @@ patch and the empty patch in fresh sandboxes (timed), and grade both logs with s
 get_eval_report too. Prints one table row per instance and writes results.json under --out.
 Baseline named for the ratios: swebench's verdict on the same log (agreement = 1.0 expected).
 
+Rows: --ids, or --draw N --seed S (one row per repository drawn uniformly within it, the
+repositories in name order, then N minus that many drawn uniformly from the rest; Python's
+random.Random(S) over instance ids in sorted order). Each row's result is kept in
+--out/<instance_id>/result.json (with both test logs beside it): a rerun with the same --out
+skips the rows already there but unsupported ones (--retry-failed redoes those that failed to
+build too), so a long run resumes where it stopped. After the rows: the image budget, each
+layer's MB measured on the rows built and extrapolated to every eligible row of verified.jsonl
+(verified_budget.py).
+
 Run: DEEPSWE_VERIFIED_DIR=/data/verified .venv/bin/python bench/verified.py [--ids ID ...]
+     [--draw 40 --seed 27] [--out runs/bench-verified] [--retry-failed]
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -46,11 +57,19 @@ DEFAULT_IDS = [
 ]
 
 
-def swebench_verdict(task, patch: str, log: str, folder: Path) -> bool:
+def draw(ids_by_repo: dict[str, list[str]], n: int, seed: int) -> list[str]:
+    """The documented draw: one id per repository (uniform within it, repositories in name
+    order), then n minus that many uniform from the rest; random.Random(seed), ids sorted."""
+    rng = random.Random(seed)
+    picked = [rng.choice(sorted(ids_by_repo[repo])) for repo in sorted(ids_by_repo)]
+    rest = sorted({i for ids in ids_by_repo.values() for i in ids} - set(picked))
+    return picked + rng.sample(rest, max(0, n - len(picked)))
+
+
+def swebench_verdict(task, patch: str, log: str, path: Path) -> bool:
     """swebench 4.1.0's own `resolved` for this log (its parser, its markers, its rule)."""
     from swebench.harness.grading import get_eval_report
 
-    path = folder / "test_output.txt"
     path.write_text(log)
     spec = SimpleNamespace(
         instance_id=task.instance_id,
@@ -64,11 +83,15 @@ def swebench_verdict(task, patch: str, log: str, folder: Path) -> bool:
     return bool(report[task.instance_id]["resolved"])
 
 
-def one(row: dict, mirror: Path, out: Path) -> dict:
+def _log(msg: str) -> None:
+    print(f"  {msg}", file=sys.stderr, flush=True)
+
+
+def one(row: dict, mirror: Path, folder: Path) -> dict:
     from deepswe.data.loaders.swebench import swebench_row_to_task
     from deepswe.env.episode import grade_patch
     from deepswe.env.images.sizes import layer_sizes
-    from deepswe.env.images.task import ensure_task_image
+    from deepswe.env.images.task import ensure_env_image, ensure_task_image
     from deepswe.env.sandbox import SandboxLimits
     from deepswe.eval.swebench_env import UnsupportedEnv, build_from_source, specs_for
 
@@ -79,14 +102,16 @@ def one(row: dict, mirror: Path, out: Path) -> dict:
         task = build_from_source(task, mirror)
     except UnsupportedEnv as exc:
         return {**res, "status": "unsupported_env", "why": str(exc)}
-    folder = out / task.instance_id
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     try:
-        image = ensure_task_image(task, log=lambda m: print(f"  {m}", file=sys.stderr))
+        ensure_env_image(task.environment, log=_log)
+        res["env_s"] = round(time.monotonic() - t0, 1)
+        image = ensure_task_image(task, log=_log)
     except Exception as exc:  # a benchmark records every failure and goes on
-        return {**res, "status": "build_failed", "why": str(exc)[-1500:]}
+        return {**res, "status": "build_failed", "why": str(exc)[-3000:]}
     res["build_s"] = round(time.monotonic() - t0, 1)
+    res["task_s"] = round(res["build_s"] - res["env_s"], 1)
     sizes = layer_sizes(image)
     res["env_mb"], res["history_mb"], res["task_layer_mb"] = (
         sizes.env_mb,
@@ -102,7 +127,9 @@ def one(row: dict, mirror: Path, out: Path) -> dict:
         res[f"{name}"] = result.outcome.value
         res[f"{name}_grade_s"] = round(time.monotonic() - t0, 1)
         res[f"{name}_reason"] = result.reason
-        res[f"{name}_swebench_resolved"] = swebench_verdict(task, patch, log, folder)
+        res[f"{name}_swebench_resolved"] = swebench_verdict(
+            task, patch, log, folder / f"{name}_test_output.txt"
+        )
     res["status"] = "ok" if (res["gold"], res["empty"]) == ("resolved", "unresolved") else "wrong"
     res["agrees"] = (res["gold"] == "resolved") == res["gold_swebench_resolved"] and (
         res["empty"] == "resolved"
@@ -110,10 +137,32 @@ def one(row: dict, mirror: Path, out: Path) -> dict:
     return res
 
 
+HEADER = (
+    "| repository | instance | Python | gold | empty | build s (env + task) | grade s (gold) "
+    "| env MB | history MB | task layer MB | agrees with swebench |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table_row(r: dict) -> str:
+    if r["status"] in ("unsupported_env", "build_failed"):
+        why = r["why"].strip().splitlines()[-1][:120] if r["why"].strip() else ""
+        return f"| {r['repo']} | {r['instance_id']} | {r['python']} | {r['status']}: {why} |"
+    build = f"{r['build_s']} ({r.get('env_s', '?')} + {r.get('task_s', '?')})"
+    return (
+        f"| {r['repo']} | {r['instance_id']} | {r['python']} | {r['gold']} | {r['empty']} | "
+        f"{build} | {r['gold_grade_s']} | {r['env_mb']} | {r.get('history_mb', 0)} | "
+        f"{r['task_layer_mb']} | {'yes' if r['agrees'] else 'NO'} |"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ids", nargs="*", default=DEFAULT_IDS)
+    ap.add_argument("--ids", nargs="*", default=None, help="instance ids (default: DEFAULT_IDS)")
+    ap.add_argument("--draw", type=int, default=0, help="draw this many rows (module doc)")
+    ap.add_argument("--seed", type=int, default=27, help="the draw's seed")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-verified"))
+    ap.add_argument("--retry-failed", action="store_true", help="redo rows that failed to build")
     args = ap.parse_args()
     root = os.environ.get("DEEPSWE_VERIFIED_DIR")
     if not root:
@@ -124,34 +173,42 @@ def main() -> None:
     for line in (Path(root) / "verified.jsonl").read_text().splitlines():
         row = json.loads(line)
         rows[row["instance_id"]] = row
+    by_repo: dict[str, list[str]] = {}
+    for iid, row in rows.items():
+        by_repo.setdefault(row["repo"], []).append(iid)
+    ids = draw(by_repo, args.draw, args.seed) if args.draw else (args.ids or DEFAULT_IDS)
     args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ids.json").write_text(json.dumps(ids, indent=1))
     results = []
-    print(
-        "| repository | instance | Python | gold | empty | build s | grade s (gold) | env MB "
-        "| history MB | task layer MB | agrees with swebench |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for iid in args.ids:
-        r = one(rows[iid], Path(root) / "mirror", args.out)
+    print(HEADER, flush=True)
+    for iid in ids:
+        stored = args.out / iid / "result.json"
+        r = json.loads(stored.read_text()) if stored.exists() else None
+        # unsupported_env costs nothing to ask again (the translation may serve it now)
+        if (
+            r is None
+            or r["status"] == "unsupported_env"
+            or (args.retry_failed and r["status"] == "build_failed")
+        ):
+            _log(f"{iid}: building and grading")
+            r = one(rows[iid], Path(root) / "mirror", args.out / iid)
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stored.with_suffix(".tmp")
+            tmp.write_text(json.dumps(r, indent=1))
+            os.replace(tmp, stored)  # a kill leaves the whole result or none
         results.append(r)
         (args.out / "results.json").write_text(json.dumps(results, indent=1))
-        if r["status"] in ("unsupported_env", "build_failed"):
-            print(
-                f"| {r['repo']} | {iid} | {r['python']} | {r['status']}: {r['why'][:80]} | | | | |"
-            )
-            continue
-        print(
-            f"| {r['repo']} | {iid} | {r['python']} | {r['gold']} | {r['empty']} | "
-            f"{r['build_s']} | {r['gold_grade_s']} | {r['env_mb']} | {r.get('history_mb', 0)} | {r['task_layer_mb']} | "
-            f"{r['agrees']} |",
-            flush=True,
-        )
+        print(table_row(r), flush=True)
     ok = sum(r["status"] == "ok" for r in results)
     agree = sum(bool(r.get("agrees")) for r in results)
     print(
         f"\ngold resolved and empty unresolved: {ok}/{len(results)}; verdicts equal to "
         f"swebench's get_eval_report: {agree}/{len(results)} (ratio {agree / len(results):.2f})"
     )
+    if any("env_mb" in r for r in results):
+        from verified_budget import budget  # bench/ is this script's own folder on sys.path
+
+        print("\n" + budget(Path(root), results))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,151 @@
+"""The image budget of SWE-Bench-Verified built from source, extrapolated from measured rows.
+
+Each eligible row needs its task layer; each distinct environment image (its tag: specs that
+translate to the same pip steps, Python and Debian packages share one, as requests' and sympy's
+do) one; each environment and base-commit year one history layer (images/history.py). A layer's
+MB and build seconds come from bench/verified.py's results: the spec's own measurement where one
+was built, else the mean of its repository's, else the mean of all. Base images (Debian variants) are
+shared and not counted. Printed as a markdown table per repository and a total.
+
+Run: DEEPSWE_VERIFIED_DIR=DIR .venv/bin/python bench/verified_budget.py [--out runs/bench-verified]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean
+
+
+def env_tag(row: dict, mirror: Path) -> str:
+    """The environment image tag `row` builds (no probe: a compiler a wheel gap would add is not
+    foreseen, so two such environments may count as one)."""
+    from deepswe.data.loaders.swebench import swebench_row_to_task
+    from deepswe.env.images.task import env_image_tag
+    from deepswe.eval.swebench_env import build_from_source
+
+    task = build_from_source(swebench_row_to_task(row), mirror, probe=False)
+    return env_image_tag(task.environment)
+
+
+def eligible_rows(root: Path) -> list[dict]:
+    """The rows of verified.jsonl that `deepswe-eval envs` calls eligible (with the mirror)."""
+    from deepswe.data.loaders.swebench import swebench_row_to_task
+    from deepswe.eval.swebench_coverage import spec_rows
+
+    rows = [json.loads(x) for x in (root / "verified.jsonl").read_text().splitlines()]
+    tasks = [swebench_row_to_task(r) for r in rows]
+    ok = set()
+    for spec in spec_rows(tasks, root / "mirror"):
+        if spec.verdict == "eligible":
+            ok.add((spec.repo, spec.version, frozenset(spec.excluded)))
+    good = {(repo, version): out for repo, version, out in ok}
+    return [
+        r
+        for r in rows
+        if (r["repo"], r["version"]) in good
+        and r["instance_id"] not in good[(r["repo"], r["version"])]
+    ]
+
+
+def _year(root: Path, row: dict) -> str:
+    repo = root / "mirror" / row["repo"].replace("/", "__")
+    res = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "show",
+            "-s",
+            "--format=%cd",
+            "--date=format:%Y",
+            row["base_commit"],
+        ],
+        capture_output=True,
+        text=True,
+    )
+    return res.stdout.strip()
+
+
+def _estimate(measured: dict, key: tuple[str, str], repo: str, field: str) -> float:
+    """The spec's own value, else its repository's mean, else the mean of all."""
+    own = [r[field] for r in measured.get(key, [])]
+    if own:
+        return mean(own)
+    same_repo = [r[field] for k, rs in measured.items() if k[0] == repo for r in rs]
+    return mean(same_repo or [r[field] for rs in measured.values() for r in rs])
+
+
+def budget(root: Path, results: list[dict]) -> str:
+    built = [r for r in results if "env_mb" in r]
+    measured: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in built:
+        measured[(r["repo"], r["version"])].append(r)
+    env_builds = [r["env_s"] for r in built if r.get("env_s", 0) > 5]  # 0: an earlier row built it
+    env_s = mean(env_builds) if env_builds else 0.0
+    per_repo: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    histories: set[tuple[str, str]] = set()
+    envs: set[str] = set()
+    for row in eligible_rows(root):
+        key, repo = (row["repo"], row["version"]), row["repo"]
+        acc = per_repo[repo]
+        acc["rows"] += 1
+        acc["task_mb"] += _estimate(measured, key, repo, "task_layer_mb")
+        acc["task_s"] += _estimate(measured, key, repo, "task_s")
+        env = env_tag(row, root / "mirror")
+        if env not in envs:
+            envs.add(env)
+            acc["envs"] += 1
+            acc["env_mb"] += _estimate(measured, key, repo, "env_mb")
+        hist = (env, _year(root, row))
+        if hist not in histories:
+            histories.add(hist)
+            acc["histories"] += 1
+            acc["history_mb"] += _estimate(measured, key, repo, "history_mb")
+    lines = [
+        "| repository | rows | environments | histories | env GB | history GB | task GB | total GB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    total: dict[str, float] = defaultdict(float)
+    for repo, acc in sorted(per_repo.items()):
+        gb = {k: acc[k] / 1000 for k in ("env_mb", "history_mb", "task_mb")}
+        for k in ("rows", "envs", "histories", "task_s"):
+            total[k] += acc[k]
+        for k, v in gb.items():
+            total[k] += v
+        lines.append(
+            f"| {repo} | {acc['rows']:.0f} | {acc['envs']:.0f} | {acc['histories']:.0f} | "
+            f"{gb['env_mb']:.1f} | {gb['history_mb']:.1f} | {gb['task_mb']:.1f} | {sum(gb.values()):.1f} |"
+        )
+    all_gb = total["env_mb"] + total["history_mb"] + total["task_mb"]
+    lines.append(
+        f"| all | {total['rows']:.0f} | {total['envs']:.0f} | {total['histories']:.0f} | "
+        f"{total['env_mb']:.1f} | {total['history_mb']:.1f} | {total['task_mb']:.1f} | {all_gb:.1f} |"
+    )
+    hours = (total["envs"] * env_s + total["task_s"]) / 3600
+    lines.append(
+        f"\nfrom {len(built)} rows built ({len(measured)} specs): mean environment build "
+        f"{env_s:.0f} s, mean task build {total['task_s'] / max(total['rows'], 1):.0f} s; "
+        f"building all {total['rows']:.0f} rows one at a time: about {hours:.1f} h on this machine"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("runs/bench-verified"))
+    args = ap.parse_args()
+    root = os.environ.get("DEEPSWE_VERIFIED_DIR")
+    if not root:
+        print("bench/verified_budget.py: set DEEPSWE_VERIFIED_DIR (bench/verified.py); skipped")
+        return
+    results = [json.loads(p.read_text()) for p in sorted(args.out.glob("*/result.json"))]
+    print(budget(Path(root), results))
+
+
+if __name__ == "__main__":
+    main()
