@@ -3,7 +3,6 @@ judge's AUC, and the whole pipeline on two real swe-mini tasks (docker, slow).""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.config import ConfigError, EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
 from deepswe.verify.cli import app
-from deepswe.verify.tts.auc import auc, auc_report, hanley_mcneil_se
 from deepswe.verify.tts.config import TaskPick, load_tts_config
 from deepswe.verify.tts.mixture import merge_pools, pick_tasks, plan_slots, wrong_fix_actions
 from deepswe.verify.tts.pipeline import model_available
@@ -157,26 +155,6 @@ def test_pick_tasks_takes_the_stated_subset():
     assert len(pick_tasks(tasks, TaskPick(dataset="d", per_repo=None))) == 6
     with pytest.raises(ValueError, match="c__c-0"):
         pick_tasks(tasks, TaskPick(dataset="d", ids=["c__c-0"]))
-
-
-# --- AUC -------------------------------------------------------------------------------------
-def test_auc_equals_counting_every_pair_ties_half():
-    pts = [("a", 0.9, True), ("a", 0.5, False), ("b", 0.5, True), ("b", 0.2, False),
-           ("c", 0.5, False), ("c", 0.7, True)]  # fmt: skip
-    pairs = [(p, n) for p, n in itertools.product(pts, pts) if p[2] and not n[2]]
-    brute = sum(1.0 if p[1] > n[1] else 0.5 if p[1] == n[1] else 0.0 for p, n in pairs)
-    assert auc(pts) == pytest.approx(brute / len(pairs))
-    assert auc([("a", 0.1, True)]) is None
-    rep = auc_report(pts, bootstrap=300, seed=1)
-    assert rep["hanley_mcneil_se"] == pytest.approx(hanley_mcneil_se(rep["auc"], 3, 3))
-    lo, hi = rep["bootstrap"]["ci95"]
-    assert 0 <= lo <= rep["auc"] <= hi <= 1
-    assert "undefined" in auc_report([("a", 0.3, False)])["why"]
-
-
-def test_hanley_mcneil_matches_the_papers_formula_at_chance():
-    # AUC 0.5, 10 and 10: Q1 = 1/3, Q2 = 1/3; var = (0.25 + 9/12 + 9/12) / 100 = 0.0175
-    assert hanley_mcneil_se(0.5, 10, 10) == pytest.approx(0.0175**0.5)
 
 
 # --- end to end ------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ def pools(draw, max_size: int = 7) -> list[Scores]:
             ef=draw(st.sampled_from([0.1, 0.5, 0.9])),
             regression=draw(st.sampled_from([0.0, 1.0, 2.0])),
             reproduction=draw(st.sampled_from([0.0, 1.0])),
+            changes_code=draw(st.sampled_from([0.0, 1.0])),
+            smallest=draw(st.sampled_from([0.0, 0.25, 0.5])),
         )
         for i in draw(st.permutations(list(range(n))))
     ]
@@ -57,6 +59,8 @@ def _random_pool(rng: random.Random, n: int) -> list[Scores]:
             ef=rng.choice([0.1, 0.3, 0.5, 0.7, 0.9]),
             regression=float(rng.randint(3, 6)),
             reproduction=float(rng.randint(0, 2)),
+            changes_code=float(rng.random() < 0.7),
+            smallest=rng.choice([0.0, 0.2, 0.25, 1 / 3]),
         )
         for i in range(n)
     ]

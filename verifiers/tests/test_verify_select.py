@@ -20,6 +20,8 @@ from deepswe.verify.types import Scores, SelectionStatus
 EF = st.sampled_from([0.1, 0.5, 0.9])
 REG = st.sampled_from([0.0, 1.0, 2.0])
 REP = st.sampled_from([0.0, 1.0])
+CODE = st.sampled_from([0.0, 1.0])
+SMALL = st.sampled_from([0.0, 0.25, 1 / 3])
 
 
 @st.composite
@@ -35,6 +37,8 @@ def pools(draw, max_size: int = 7, missing: bool = False) -> list[Scores]:
             ef=draw(maybe(EF)),
             regression=draw(maybe(REG)),
             reproduction=draw(maybe(REP)),
+            changes_code=draw(maybe(CODE)),
+            smallest=draw(maybe(SMALL)),
         )
         for r in runs
     ]
@@ -83,6 +87,10 @@ def brute(pool: list[Scores], method: str) -> float:
         return brute_hybrid_curve(pool)
     if method == "oracle":
         return float(any(s.resolved for s in pool))
+    if method == "changes-code":
+        return mean_resolved(keep_max(pool, lambda s: s.changes_code))
+    if method == "smallest":
+        return mean_resolved(keep_max(pool, lambda s: s.smallest))
     return mean_resolved(pool)
 
 
@@ -111,7 +119,9 @@ def test_expected_is_the_survivors_share(method: str, pool: list[Scores]) -> Non
 @pytest.mark.parametrize("method", METHODS)
 def test_one_candidate_is_selected(method: str) -> None:
     """R2E-Gym's hybrid keeps len // 2 = 0 candidates for K = 1 and max() of nothing raises."""
-    sel = select([Scores(run=3, resolved=True, ef=0.2, regression=1, reproduction=0)], method)
+    one = Scores(run=3, resolved=True, ef=0.2, regression=1, reproduction=0, changes_code=1,
+                 smallest=0.5)  # fmt: skip
+    sel = select([one], method)
     assert (sel.status, sel.chosen, sel.survivors, sel.expected_resolved) == (
         SelectionStatus.SELECTED,
         3,
@@ -143,7 +153,8 @@ def test_missing_scores_are_named_never_zero(pool: list[Scores]) -> None:
     or reproduction score missing for every candidate skips that rule instead."""
     for method in METHODS:
         sel = select(pool, method)
-        needs = {"ef": ["ef"], "oracle": [], "random": []}.get(method, [])
+        needs = {"ef": ["ef"], "oracle": [], "random": [], "changes-code": ["changes_code"],
+                 "smallest": ["smallest"]}.get(method, [])  # fmt: skip
         lacking = [n for n in needs if any(getattr(s, n) is None for s in pool)]
         if method in ("hybrid", "hybrid-curve") and any(s.ef is None for s in pool):
             lacking.append("ef")

@@ -4,8 +4,8 @@ Best@k of one task = the expected correctness of the candidate a method selects 
 task's N candidates drawn uniformly without replacement, i.e. the mean of `expected_resolved`
 over all C(N, k) subsets. How each value is obtained (stated in the result):
 
-- ef, eb, oracle, random select by the maximum of one key (ties shared): counted exactly by
-  `deepswe.eval.metrics.best_at_k`, keyed by the method's rank;
+- ef, eb, oracle, random and the baselines select by the maximum of one key (ties shared):
+  counted exactly by `deepswe.eval.metrics.best_at_k`, keyed by the method's rank;
 - hybrid and hybrid-curve: counted exactly by `_tiered` (levels of the cut key, a winner by the
   final key), O(levels * N^2) per k, so exact for any N: enumeration over C(N, k) subsets
   would take about a second per task at N = 16 in Python, and sampling would add noise.
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from deepswe.eval.metrics import best_at_k, pass_at_k
-from deepswe.verify.select import METHODS, Plan, pick, plan
+from deepswe.verify.select import METHODS, SINGLE_SCORE, Plan, pick, plan
 from deepswe.verify.types import Scores
 
 
@@ -53,8 +53,8 @@ class Curve(BaseModel):
 
 def _rank(pool: Sequence[Scores], p: Plan) -> list[float]:
     """The single key a max-of-key method selects by, as floats (dense rank of tuples)."""
-    if p.method == "ef":
-        return [float(s.ef) for s in pool]  # type: ignore[arg-type]
+    if p.method in SINGLE_SCORE:
+        return [float(getattr(s, SINGLE_SCORE[p.method])) for s in pool]
     if p.method == "oracle":
         return [float(s.resolved) for s in pool]
     if p.method == "random":

@@ -24,7 +24,8 @@ How the scores are computed (R2E-Gym, agentica-project/R2E-Gym: trajectory.py pr
   ("unresolved", a traceback, the marker printed twice). From a recorded count the verdict can
   only be recovered as count >= 1, so by default ("per-test") each test contributes at most 1;
   "raw-sum" reproduces the reference's number. An empty list (no test kept, or never run) is
-  None, never 0; the selection then skips that rule for the pool (deepswe.verify.select).
+  None, never 0; the selection then skips that rule for the pool (deepswe.verify.select);
+- the baselines' scores (changes_code, smallest) are read from output_patch (baselines.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from deepswe.data.loaders import row_to_task
 from deepswe.data.task import Task
 from deepswe.env.grading import TestStatus
 from deepswe.env.grading.parsers import get_parser
+from deepswe.verify.baselines import baseline_scores
 from deepswe.verify.types import Candidate, Scores
 
 ReproCounting = Literal["per-test", "raw-sum"]
@@ -185,6 +187,7 @@ def load_recorded(path: Path | str, *, counting: ReproCounting = "per-test") -> 
                 ef=_finite(rec.verifier_prob),
                 regression=regression,
                 reproduction=reproduction_score(rec.reproduction_test_scores, counting),
+                **baseline_scores(rec.output_patch),
             )
         )
         out.candidates.setdefault(iid, []).append(

@@ -1,5 +1,7 @@
 """The selection report of one set of pools: report.json, report.md, best_at_k.png,
-selections.jsonl and predictions/<method>.jsonl (SWE-bench's prediction format).
+selections.jsonl and predictions/<method>.jsonl (SWE-bench's prediction format); beside the
+curves, every score's AUC against the baselines', what each verifier adds over the best
+baseline, and the EF judge's calibration with reliability.png (report_scores.py).
 
 Every number says how it was measured (exact or sampled, tasks counted, tasks excluded and
 why). Predictions are each method's pick from a task's whole pool (`Selection.chosen`: the
@@ -15,7 +17,8 @@ from pathlib import Path
 from deepswe.eval.store import atomic_write_json
 from deepswe.verify.curves import Curve, all_curves
 from deepswe.verify.recorded import Recorded
-from deepswe.verify.select import METHODS, select
+from deepswe.verify.report_scores import score_sections, scores_markdown
+from deepswe.verify.select import BASELINE_METHODS, METHODS, select
 
 # DeepSWE blog (Agentica, "DeepSWE: Training a Fully Open-sourced, State-of-the-Art Coding Agent
 # by Scaling RL", 2025), SWE-Bench-Verified, percent.
@@ -32,6 +35,11 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}"
 
 
+def shown_ks(n_max: int) -> list[int]:
+    """The k of the report's tables: SHOWN_K below the largest pool, then the largest pool."""
+    return [k for k in SHOWN_K if k < n_max] + ([n_max] if n_max else [])
+
+
 def _at(curve: Curve, k: int) -> dict | None:
     return next((p.model_dump() for p in curve.points if p.k == k), None)
 
@@ -44,8 +52,10 @@ def build_report(
     model_name: str = "deepswe-verify",
     samples: int | None = None,
     seed: int = 0,
+    bootstrap: int = 1000,
 ) -> dict:
-    """Compute the curves and selections of `pools`; write every file under `out`."""
+    """Compute the curves, selections and score measures of `pools` (AUC and ECE intervals
+    from `bootstrap` task resamples); write every file under `out`."""
     out = Path(out)
     (out / "predictions").mkdir(parents=True, exist_ok=True)
     curves = all_curves(pools.scores, samples=samples, seed=seed)
@@ -74,6 +84,7 @@ def build_report(
         "holds the chosen patches (instance_id, model_name_or_path, model_patch)",
         "reference": REFERENCE,
         "reference_how": "DeepSWE blog, SWE-Bench-Verified, 16 rollouts per task",
+        **score_sections(pools.scores, out, shown_ks(n_max), bootstrap, seed),
     }
     atomic_write_json(out / "report.json", report)
     (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
@@ -117,7 +128,7 @@ def render_markdown(report: dict) -> str:
     """report.md from report.json's content."""
     curves = {c["method"]: c for c in report["curves"]}
     n_max = max((int(n) for n in report["pool_sizes"]), default=0)
-    ks = [k for k in SHOWN_K if k < n_max] + ([n_max] if n_max else [])
+    ks = shown_ks(n_max)
     lines = [
         "# Selection report",
         "",
@@ -140,7 +151,9 @@ def render_markdown(report: dict) -> str:
             cells.append(f"{_pct(p['mean'])}{se}" if p else "n/a")
         tasks = c["points"][0]["tasks"] if c["points"] else 0
         how = c["how"].split(":")[0]  # "exact" or "sampled"; the full text is in report.json
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {tasks} | {how} |")
+        label = (f"{name} (baseline)" if name in BASELINE_METHODS
+                 else f"{name} (ceiling)" if name == "oracle" else name)  # fmt: skip
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {tasks} | {how} |")
     lines += ["", report["curves_how"] + ".", ""]
     for name, c in curves.items():
         if c["excluded"]:
@@ -150,6 +163,8 @@ def render_markdown(report: dict) -> str:
         lines.append(f"- note: {note}")
     ref = ", ".join(f"{k} {v}%" for k, v in report["reference"].items())
     lines += ["", f"Reference ({report['reference_how']}): {ref}.", ""]
+    if "scores" in report:
+        lines += scores_markdown(report)
     return "\n".join(lines)
 
 

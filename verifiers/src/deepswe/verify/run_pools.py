@@ -4,6 +4,7 @@ Candidates are the run's graded episodes (`candidates_from_run`); each verifier'
 stored Verdict (`VerdictStore(run).load(verifier)`) when that verdict is SCORED, else None:
 an unreachable judge, a reply without an answer token, a task without a kept reproduction test
 leave the score missing, and selection says so, never a 0. What is missing is counted in notes.
+The baselines' scores are read from each candidate's patch (deepswe.verify.baselines).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from deepswe.verify.baselines import baseline_scores
 from deepswe.verify.recorded import Recorded, RecordedError, Skipped
 from deepswe.verify.store import VerdictStore, candidates_from_run
 from deepswe.verify.types import VERIFIERS, Scores, Verdict, VerdictStatus
@@ -50,6 +52,7 @@ def load_run_pools(run_dir: Path | str) -> Recorded:
                 run=c.run,
                 resolved=c.resolved,
                 **{v: _score(verdicts[v], iid, c.run) for v in VERIFIERS},
+                **baseline_scores(c.patch),
             )
             for c in pool
         ]

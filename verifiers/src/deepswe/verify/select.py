@@ -11,6 +11,8 @@ still passing, reproduction = generated issue tests that say "resolved"):
                   three rules: the variant behind the paper's Best@k curve
     oracle        a resolved candidate when there is one (the ceiling, Pass@K)
     random        a uniform pick (expected_resolved = the pool's resolved share)
+    changes-code  baseline: a candidate whose patch changes non-test code (baselines.py)
+    smallest      baseline: the code-changing patch with the fewest changed code lines
 
 Every method ends with the candidates tied after its last rule (`survivors`); the pick is
 uniform among them, so `expected_resolved` is their resolved share, and `chosen` is the first
@@ -52,7 +54,11 @@ from dataclasses import dataclass
 
 from deepswe.verify.types import Scores, Selection, SelectionStatus
 
-METHODS = ("ef", "eb", "hybrid", "hybrid-curve", "oracle", "random")
+METHODS = ("ef", "eb", "hybrid", "hybrid-curve", "oracle", "random", "changes-code", "smallest")
+VERIFIER_METHODS = ("ef", "eb", "hybrid", "hybrid-curve")  # what the verifiers pick
+BASELINE_METHODS = ("random", "changes-code", "smallest")  # what they must beat (not the oracle)
+# method -> the Scores field it selects by, for the methods that take the maximum of one score
+SINGLE_SCORE = {"ef": "ef", "changes-code": "changes_code", "smallest": "smallest"}
 
 # The scores each method reads; "reproduction" may be absent from a whole pool (rule skipped).
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -62,6 +68,8 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "hybrid-curve": ("ef", "regression", "reproduction"),
     "oracle": (),
     "random": (),
+    "changes-code": ("changes_code",),
+    "smallest": ("smallest",),
 }
 
 
@@ -128,8 +136,9 @@ def pick(pool: Sequence[Scores], p: Plan) -> tuple[list[Scores], float]:
     if m == "oracle":
         hits = [s for s in pool if s.resolved]
         return (hits, 1.0) if hits else (pool, 0.0)
-    if m == "ef":
-        tied = _top(pool, lambda s: s.ef)
+    if m in SINGLE_SCORE:
+        field = SINGLE_SCORE[m]
+        tied = _top(pool, lambda s: getattr(s, field))
         return tied, _share(tied)
     final = lambda s: (p.regression(s), p.reproduction(s), s.ef)  # noqa: E731 - the last three
     if m == "eb":

@@ -2,7 +2,8 @@
 
     Candidate   one patch for one task (an eval episode, a recorded rollout, a scripted fix)
     Verdict     one verifier's word on one candidate: a score, or a named reason there is none
-    Scores      the three scores of one candidate, as selection reads them
+    Scores      the three verifiers' scores of one candidate and the two baselines' (read
+                from its patch, deepswe.verify.baselines), as selection reads them
     Selection   which candidate(s) a method picks from a pool, and the expected correctness
 
 Verifiers are named by VERIFIERS: "ef" (execution-free judge, P(YES) in [0, 1]), "regression"
@@ -79,6 +80,12 @@ class Scores(BaseModel):
     ef: float | None = None
     regression: float | None = None
     reproduction: float | None = None
+    changes_code: float | None = Field(
+        None, description="baseline: 1 if the patch changes non-test code (baselines.py)"
+    )
+    smallest: float | None = Field(
+        None, description="baseline: 1 / (1 + changed code lines), 0 when no code changes"
+    )
 
 
 class SelectionStatus(str, Enum):

@@ -8,7 +8,7 @@
     eb          regression verdicts, reproduction tests (the scripted stand-in writer on the
                 tiny profile, named so in the report) and reproduction verdicts
     report      report.build_report over the test pool, plus the judge's AUC with its
-                uncertainty (tts/auc.py), the mixture and the seconds of every stage
+                uncertainty (auc.py), the mixture and the seconds of every stage
 
 Layout of --out: config.json (the resolved tts and eval sections; a resume with other values is
 refused naming them), stages.json (done, seconds), candidates/<split>/<kind>/ (eval run

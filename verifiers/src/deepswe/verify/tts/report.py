@@ -9,10 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 from deepswe.eval.store import atomic_write_json
+from deepswe.verify.auc import auc_report
 from deepswe.verify.report import build_report
 from deepswe.verify.run_pools import load_run_pools
 from deepswe.verify.store import VerdictStore
-from deepswe.verify.tts.auc import auc_report
 from deepswe.verify.tts.config import TTSConfig
 from deepswe.verify.tts.mixture import read_mixture
 from deepswe.verify.types import VerdictStatus
@@ -110,7 +110,7 @@ def tts_markdown(t: dict) -> str:
             f"- judge AUC on {a['candidates']} test candidates ({a['positives']} resolved, "
             f"{a['tasks']} tasks): {_f(a['auc'])} ± {_f(a['hanley_mcneil_se'])} (Hanley-McNeil "
             f"SE); task bootstrap SE {_f(b.get('se'))}, 95% [{_f(ci[0])}, {_f(ci[1])}] "
-            f"({b.get('resamples', 0)} resamples, {b.get('single_class_dropped', 0)} one-class dropped)"
+            f"({b.get('resamples', 0)} resamples, {b.get('dropped', 0)} one-class dropped)"
         )
     if "served" in j:
         lines.append(f"- judge: served at {j['served']} ({j['model']})")
