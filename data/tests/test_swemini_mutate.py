@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import difflib
 
-from deepswe.data.swemini.mutate import mutation_sites
+from deepswe.data.swemini.mutate import mutation_sites, mutation_sites_where
 
 SOURCE = '''"""Module docstring."""
 LIMIT = 10  # module level: never mutated
@@ -124,3 +124,13 @@ def test_sites_are_sorted_and_unique():
     keys = [m.key for m in sites]
     assert len(keys) == len(set(keys))
     assert sites == sorted(sites, key=lambda m: (m.path, m.start, m.end, m.kind, m.replacement))
+
+
+def test_sites_where_are_the_sites_the_filter_keeps():
+    """deepswe-verify's candidate kinds ask for the sites of one function or one line."""
+
+    def keep(m):
+        return m.function == "window"
+
+    where = mutation_sites_where("pkg/mod.py", SOURCE.encode(), keep)
+    assert where == [m for m in _sites() if keep(m)] and where

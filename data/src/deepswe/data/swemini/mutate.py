@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 _CMP = {  # op -> (regex of its token, replacement)
@@ -262,6 +263,14 @@ class _Sites(ast.NodeVisitor):
 
 def mutation_sites(path: str, source: bytes) -> list[Mutation]:
     """Every mutation of `source` (the file at repo-relative `path`) that still compiles."""
+    return mutation_sites_where(path, source, lambda m: True)
+
+
+def mutation_sites_where(
+    path: str, source: bytes, keep: Callable[[Mutation], bool]
+) -> list[Mutation]:
+    """The mutations of `source` that `keep` accepts and that still compile: `mutation_sites`
+    without compiling the mutants nobody wants (each costs a parse of the whole module)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -270,7 +279,7 @@ def mutation_sites(path: str, source: bytes) -> list[Mutation]:
     visitor.visit(tree)
     out, seen = [], set()
     for m in visitor.found:
-        if m.key in seen:
+        if m.key in seen or not keep(m):
             continue
         seen.add(m.key)
         try:
