@@ -1,7 +1,9 @@
 """Test writing: the scripted stand-in's reading of issues (offline, on swe-mini's 326 shipped
 statements), and the agent writer's episode against an OpenAI-compatible HTTP endpoint served
 in this process (docker). The server scripts the replies; it proves the loop, the prompt on
-the wire, the file taken from the sandbox and the base check, not a model's skill."""
+the wire, the file taken from the sandbox and the base check, not a model's skill. Writers work
+without the answer: a canary put in every answer-bearing field of a task never reaches a
+writer, a test it writes or the endpoint (docker)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,16 @@ from deepswe.env.agent import prompts
 from deepswe.env.policies import PolicySpec, Reply
 from deepswe.env.policies.scripted import FINISH, ScriptedPolicy
 from deepswe.env.sandbox import SandboxLimits
-from deepswe.verify.eb import AgentTestWriter, IssueTestStatus, SandboxPlan, generate_tests
+from deepswe.verify.eb import (
+    AgentTestWriter,
+    IssueTestStatus,
+    SandboxPlan,
+    Written,
+    generate_tests,
+)
 from deepswe.verify.eb.agent_writer import TestgenPolicy
 from deepswe.verify.eb.scripted_writer import claim_of, write_standin_test
+from deepswe.verify.eb.testgen import writer_view
 from deepswe.verify.store import VerdictStore
 
 TEST = "from toycalc.ops import add\nprint('Issue reproduced' if add(2, 3) != 5 else 'Issue resolved')\n"
@@ -102,12 +111,15 @@ def test_the_testgen_prompt_replaces_the_fix_prompt_and_keeps_reminders():
     assert chat[1]["content"].startswith(prompts.user_prompt("add is wrong {x}", "eval"))
 
 
-def _endpoint(prompts_seen: list[str]) -> ThreadingHTTPServer:
+def _endpoint(prompts_seen: list[str], bodies: list[bytes] | None = None) -> ThreadingHTTPServer:
     """An OpenAI-compatible chat endpoint: writes test_issue.py, then finishes."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - http.server's name
-            chat = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["messages"]
+            raw = self.rfile.read(int(self.headers["Content-Length"]))
+            if bodies is not None:
+                bodies.append(raw)
+            chat = json.loads(raw)["messages"]
             prompts_seen.append(chat[1]["content"])
             turn = sum(m["role"] == "assistant" for m in chat)
             message = {"role": "assistant", "content": [WRITE, FINISH][min(turn, 1)]}
@@ -128,11 +140,72 @@ def _endpoint(prompts_seen: list[str]) -> ThreadingHTTPServer:
     return server
 
 
+CANARY = "CANARY-answer-7f3a"
+
+
+def with_the_answer_everywhere(task):
+    """`task` with a canary in every field that holds or points at the answer."""
+    hidden = task.hidden.model_copy(update={
+        "fail_to_pass": [f"tests/test_ops.py::{CANARY}"], "pass_to_pass": [CANARY],
+        "test_patch": f"+{CANARY}\n", "graded_files": [f"{CANARY}.py"],
+        "expected_statuses": {CANARY: "PASSED"},
+    })  # fmt: skip
+    spec = task.test_spec.model_copy(update={"command": f"{task.test_spec.command} # {CANARY}"})
+    return task.model_copy(update={"gold_patch": f"{task.gold_patch}\n# {CANARY}\n",
+                                   "hidden": hidden, "test_spec": spec,
+                                   "metadata": {"file": CANARY, "line": "3"}})  # fmt: skip
+
+
+def test_the_writers_view_holds_no_answer(tmp_path):
+    (task,) = make_toy_tasks(tmp_path / "src", n=1)
+    view = writer_view(with_the_answer_everywhere(task))
+    assert CANARY not in view.model_dump_json()
+    assert (view.problem_statement, view.base_commit) == (task.problem_statement, task.base_commit)
+    r2e = task.model_copy(update={"hidden": task.hidden.model_copy(
+        update={"test_files": {"test_1.py": CANARY}})})  # fmt: skip
+    # an R2E-Gym image's hidden files are still known by name, so the episode removes them
+    assert writer_view(r2e).hidden.test_files == {"test_1.py": ""}
+
+
+class LeakyWriter:
+    """A writer that would copy whatever it is given into its test: if it were given the gold
+    patch or the hidden tests, its test would carry them. It also keeps what it got."""
+
+    name = "leaky"
+
+    def __init__(self) -> None:
+        self.got = []
+
+    def write(self, task, image, plan, index) -> Written:
+        self.got.append(task)
+        test = TEST + "".join(f"# {line}\n" for line in task.model_dump_json().splitlines())
+        return Written(test, "leaky: the task it was given, as comments")
+
+
+@pytest.mark.docker
+def test_a_writer_never_reads_the_gold_patch_or_the_hidden_tests(tmp_path):
+    """Regression (#25): the stand-in's tests must be written without the answer and kept
+    because they fail at the base commit, never because the gold patch passes them."""
+    (task,) = make_toy_tasks(tmp_path / "src", n=1)
+    leaky = with_the_answer_everywhere(task)
+    writer = LeakyWriter()
+    plan = SandboxPlan(limits=SandboxLimits(memory="1g", pids=256), workers=1)
+    got = generate_tests([leaky], VerdictStore(tmp_path / "run"), writer, plan=plan)
+    (test,) = got[task.instance_id]
+    assert test.status is IssueTestStatus.KEPT, test.reason  # it fails at base: kept for that
+    assert CANARY not in test.source and CANARY not in test.base_output
+    (seen,) = writer.got
+    assert seen.gold_patch is None and not seen.hidden.fail_to_pass and not seen.metadata
+    assert seen.test_spec.command == ""
+
+
 @pytest.mark.docker
 def test_an_agent_episode_writes_a_test_that_is_kept_at_base(tmp_path):
     (task,) = make_toy_tasks(tmp_path / "src", n=1)
+    task = with_the_answer_everywhere(task)
     seen: list[str] = []
-    server = _endpoint(seen)
+    bodies: list[bytes] = []
+    server = _endpoint(seen, bodies)
     try:
         url = f"http://127.0.0.1:{server.server_port}/v1"
         spec = PolicySpec(name="openai", base_url=url, model="testgen-m")
@@ -145,5 +218,6 @@ def test_an_agent_episode_writes_a_test_that_is_kept_at_base(tmp_path):
     assert test.status is IssueTestStatus.KEPT, test.reason
     assert test.writer == "agent:testgen-m" and test.source.strip() == TEST.strip()
     assert seen and all("Do NOT fix the issue" in p for p in seen)
+    assert bodies and not any(CANARY.encode() in b for b in bodies)  # the model never sees it
     episode = json.loads((tmp_path / "episodes" / task.instance_id / "episode-0.json").read_text())
     assert "Do NOT fix the issue" in episode["messages"][1]["content"]

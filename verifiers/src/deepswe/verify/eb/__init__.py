@@ -6,7 +6,8 @@ Two verifiers, each scoring candidate pools into a `VerdictStore` (resumable: wh
     score_regression(pools, tasks, store, plan=, log=)    verifier "regression"
         tests passing at the base commit that still pass with the patch (a count)
     generate_tests(tasks, store, writer, n=, plan=, log=) reproduction tests, kept iff they
-        print "Issue reproduced" at the base commit
+        print "Issue reproduced" at the base commit; a writer gets `writer_view(task)` (no gold
+        patch, no hidden tests, no test command, no metadata) and the base commit's image
     score_reproduction(pools, tasks, store, plan=, log=)  verifier "reproduction"
         sum over a task's kept tests of 1 when the test prints the line "Issue resolved"
 
@@ -40,6 +41,7 @@ from deepswe.verify.eb.testgen import (
     Written,
     generate_tests,
     load_tests,
+    writer_view,
 )
 
 __all__ = [
@@ -54,4 +56,5 @@ __all__ = [
     "load_tests",
     "score_regression",
     "score_reproduction",
+    "writer_view",
 ]

@@ -4,6 +4,12 @@
     fresh sandbox at the base commit, no patch: `python test_issue.py`
     kept iff a line of its output is exactly "Issue reproduced" and none is "Issue resolved"
 
+Written without the answer, as R2E-Gym's are: a writer is given `writer_view(task)`, the task
+with its gold patch, hidden tests (lists, test patch, test files' text, graded files), test
+command and metadata (swe-mini's names the mutated file, line and function) taken out, and the
+task's image, the repository at the base commit. A test is kept because it fails at the base commit,
+never because a fix passes it: nothing here runs the gold patch.
+
 The format is R2E-Gym's (its DeepSWE TTS reproduction notes): a script that prints "Issue
 reproduced" on the buggy repository and "Issue resolved" once fixed. Every test written is
 stored, kept or rejected, with the reason and the base run's output:
@@ -26,7 +32,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deepswe.data.task import Task
+from deepswe.data.task import HiddenTests, Task, TestSpec
 from deepswe.env.episode import INFRA_EXCEPTIONS
 from deepswe.env.sandbox import ExecResult, Sandbox
 from deepswe.eval.store import atomic_write_json
@@ -79,7 +85,8 @@ class Written:
 
 
 class TestWriter(Protocol):
-    """Writes the `index`-th reproduction test for a task. Infra failures raise."""
+    """Writes the `index`-th reproduction test for a task, given its `writer_view` (no answer
+    in it) and its image at the base commit. Infra failures raise."""
 
     __test__ = False
     name: str
@@ -97,6 +104,19 @@ class ScriptedStandinWriter:
     def write(self, task: Task, image: str, plan: SandboxPlan, index: int) -> Written:
         source, account = scripted_writer.write_standin_test(task.public().problem_statement)
         return Written(source, account, not_applicable=source is None)
+
+
+def writer_view(task: Task) -> Task:
+    """What a test writer is given: `task` without the material that holds or points at the
+    answer. It keeps the id, repository, base commit, problem statement and environment, and
+    the NAMES of R2E-Gym's hidden test files with their text blanked: an episode on an R2E-Gym
+    image removes those files before the agent acts only when it knows the task has them
+    (deepswe.env.r2e_layout.uses_r2e_layout)."""
+    spec = TestSpec(command="", log_parser=task.test_spec.log_parser)
+    hidden = HiddenTests(test_files=dict.fromkeys(task.hidden.test_files, ""))
+    return task.model_copy(
+        update={"gold_patch": None, "hidden": hidden, "metadata": {}, "test_spec": spec}
+    )
 
 
 def output_lines(text: str) -> set[str]:
@@ -138,7 +158,7 @@ def _write_and_check(
     seen: set[str] = set()
     for index in range(n):
         started = time.monotonic()
-        written = writer.write(task, image, plan, index)
+        written = writer.write(writer_view(task), image, plan, index)
         base = {"instance_id": task.instance_id, "index": index, "writer": writer.name}
         if written.source is None:
             status = (
