@@ -226,7 +226,8 @@ def one_script(commands: list[str]) -> list[str]:
     not stop it. Two or more commands become that one script; one stays as it is."""
     if len(commands) < 2:
         return list(commands)
-    return ["bash -c " + shlex.quote("set -euo pipefail\n" + "\n".join(commands))]
+    # "; ", not newlines: the command becomes one Dockerfile RUN line
+    return ["bash -c " + shlex.quote("; ".join(["set -euo pipefail", *commands]))]
 
 
 def has_c_sources(repo_dir: Path | None, commit: str) -> bool:
