@@ -43,8 +43,18 @@ BUILD = ("build-essential", "pkg-config")
 SCIENTIFIC = ("gfortran", "libopenblas-dev", "liblapack-dev")
 IMAGING = ("libjpeg-dev", "libwebp-dev")
 # orange3's Qt: the runtime libraries of its Dockerfile's X/xcb list (-dev headers dropped:
-# nothing is compiled against them), GL, and xvfb + xauth for tests_cmd's `xvfb-run`.
+# nothing is compiled against them), GL, and xvfb + xauth for tests_cmd's `xvfb-run`; plus what
+# PyQt5's Qt libraries and its minimal and xcb platform plugins load (ldd in the image: glib,
+# fontconfig, D-Bus, xkbcommon), which R2E-Gym's image evidently has: its Qt tests pass there.
+# QtWebEngine's own (NSS, ALSA) are not added: nothing in that list brings them.
 QT_RUNTIME = (
+    "libglib2.0-0",
+    "libfontconfig1",
+    "libdbus-1-3",
+    "libxkbcommon0",
+    "libxkbcommon-x11-0",
+    "libxcb-xinerama0",
+    "libxcb-xkb1",
     "libgl1",
     "libxcb1",
     "libx11-xcb1",
