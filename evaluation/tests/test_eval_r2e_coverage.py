@@ -62,15 +62,15 @@ def test_envs_verb_lists_r2e_rows_by_repository(fixtures, monkeypatch):
 
 
 @pytest.mark.docker
-def test_run_without_the_image_or_a_mirror_exits_2_in_one_line(fixtures, tmp_path):
+@pytest.mark.parametrize("verb", [["run", "--policy", "gold"], ["validate"]])
+def test_without_the_image_or_a_mirror_exits_2_in_one_line(fixtures, tmp_path, verb):
     """The engine is asked whether R2E-Gym's image is there (it is not: nothing here can pull
     namanjain12/*), and with no --repo-mirror nothing could build it."""
     out = tmp_path / "run"
     res = CliRunner().invoke(
         app,
-        ["run", "--dataset", str(fixtures), "--ids", "aiohttp_0813710e", "--policy", "gold",
-         "--out", str(out)],
-    )  # fmt: skip
+        [*verb, "--dataset", str(fixtures), "--ids", "aiohttp_0813710e", "--out", str(out)],
+    )
     assert res.exit_code == 2, res.output
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "--repo-mirror DIR" in lines[0], res.output
