@@ -27,6 +27,8 @@ HASH_IN_STRING = diff("src/pkg/ops.py", ["    x = 'a'"], ["    x = '#a'"])
 TEST_ONLY = diff("tests/test_ops.py", ["    assert f(1, 1) == 0"], ["    assert f(1, 1) == 2"])
 DOCS_ONLY = diff("docs/usage.rst", ["old words"], ["new words"])
 BIGGER = diff("src/pkg/ops.py", ["    return a - b"], ["    c = a", "    c += b", "    return c"])
+# two statements swapped: the same lines in another order still change the code (if/else swaps)
+SWAP = diff("src/pkg/ops.py", ["    x = 1", "    y = 2"], ["    y = 2", "    x = 1"])
 # a removed line whose text starts with "--" is a line of the hunk, not a file header
 DASHES = diff("src/pkg/sql.py", ["-- x", "    q = 1"], ["-- x", "    q = 2"])
 
@@ -42,6 +44,7 @@ DASHES = diff("src/pkg/sql.py", ["-- x", "    q = 1"], ["-- x", "    q = 2"])
         (DOCS_ONLY, False, 0),
         (BIGGER, True, 4),
         (DASHES, True, 2),
+        (SWAP, True, 2),
         ("", False, 0),
     ],
 )

@@ -13,18 +13,19 @@ Scores.smallest). A verifier is worth what it adds over the best of them.
 
 What counts as code: files with a source suffix (CODE_SUFFIXES) that are not tests (a
 `test`/`tests`/`testing` folder, `test_*.py`, `*_test.py`, `conftest.py`). In Python files a
-line's comment is dropped (by the tokenizer, so a `#` inside a string stays) and a changed line
-counts when what is left differs: a removed `x = 1` against an added `x = 1  # note` is no code
-change. Changed code lines are counted as the multiset difference of removed and added lines
-per file, so a line removed and added back unchanged counts nothing.
+line's comment is dropped (by the tokenizer, so a `#` inside a string stays), and blank lines
+are dropped. Each hunk's old side (context and removed lines) and new side (context and added
+lines) are compared as sequences of what is left (difflib): the lines in its differing blocks
+are the changed code lines. So a removed `x = 1` against an added `x = 1  # note` is no code
+change, and two blocks swapped are one (the same lines in another order).
 """
 
 from __future__ import annotations
 
+import difflib
 import io
 import re
 import tokenize
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -41,7 +42,7 @@ class PatchFacts:
     """What the baselines read from one patch."""
 
     changes_code: bool
-    code_lines: int  # changed non-test code lines (removed and added, net of unchanged pairs)
+    code_lines: int  # non-test code lines in the differing blocks of the hunks, both sides
     files: int  # files the patch touches, any kind
 
 
@@ -75,10 +76,10 @@ def code_of(line: str, python: bool) -> str:
     return line[: comments[0].start[1]].rstrip()
 
 
-def changed_lines(patch: str) -> dict[str, tuple[list[str], list[str]]]:
-    """path -> (removed lines, added lines), read from a unified diff by its hunk counts (so a
-    removed line that itself starts with '--' is still a line)."""
-    out: dict[str, tuple[list[str], list[str]]] = {}
+def patch_hunks(patch: str) -> list[tuple[str, list[str], list[str]]]:
+    """(path, old side, new side) of every hunk of a unified diff, read by its hunk counts (so
+    a removed line that itself starts with '--' is still a line)."""
+    out: list[tuple[str, list[str], list[str]]] = []
     lines = patch.splitlines()
     path, old_path, i = "", "", 0
     while i < len(lines):
@@ -91,21 +92,20 @@ def changed_lines(patch: str) -> dict[str, tuple[list[str], list[str]]]:
         elif (m := _HUNK.match(line)) and path:
             old_left = int(m.group(1)) if m.group(1) is not None else 1
             new_left = int(m.group(2)) if m.group(2) is not None else 1
-            removed, added = out.setdefault(path, ([], []))
+            old, new_side = [], []
             while (old_left > 0 or new_left > 0) and i + 1 < len(lines):
                 i += 1
                 body = lines[i]
                 if body.startswith("\\"):  # "\ No newline at end of file"
                     continue
                 tag, text = body[:1], body[1:]
-                if tag == "-":
-                    removed.append(text)
+                if tag != "+":
+                    old.append(text)
                     old_left -= 1
-                elif tag == "+":
-                    added.append(text)
+                if tag != "-":
+                    new_side.append(text)
                     new_left -= 1
-                else:  # context (a blank context line may have lost its space)
-                    old_left, new_left = old_left - 1, new_left - 1
+            out.append((path, old, new_side))
         i += 1
     return out
 
@@ -116,16 +116,20 @@ def _strip_prefix(name: str) -> str:
 
 
 def patch_facts(patch: str) -> PatchFacts:
-    files = changed_lines(patch)
+    hunks = patch_hunks(patch)
     total = 0
-    for path, (removed, added) in files.items():
+    for path, old, new in hunks:
         if not is_code_path(path):
             continue
         python = path.endswith((".py", ".pyi"))
-        old = Counter(c for c in (code_of(x, python) for x in removed) if c.strip())
-        new = Counter(c for c in (code_of(x, python) for x in added) if c.strip())
-        total += sum(((old - new) + (new - old)).values())
-    return PatchFacts(changes_code=total > 0, code_lines=total, files=len(files))
+        a = [c for c in (code_of(x, python) for x in old) if c.strip()]
+        b = [c for c in (code_of(x, python) for x in new) if c.strip()]
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+            None, a, b, autojunk=False
+        ).get_opcodes():
+            if tag != "equal":
+                total += (i2 - i1) + (j2 - j1)
+    return PatchFacts(changes_code=total > 0, code_lines=total, files=len({h[0] for h in hunks}))
 
 
 def baseline_scores(patch: str) -> dict[str, float]:
