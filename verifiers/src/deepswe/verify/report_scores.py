@@ -68,10 +68,11 @@ def scores_markdown(sections: dict) -> list[str]:
                      f"{_f(r.get('within_task_auc'))} | {_ci(r.get('within_task_bootstrap'))} | "
                      f"{r['candidates']} ({r['positives']} resolved) |")  # fmt: skip
     lines += ["", table["how"] + ".", ""]
+    label = {"within_task_auc": "within-task AUC", "auc": "pooled AUC"}
     for name, g in table["gains"].items():
         for measure, d in g.items():
-            lines.append(f"- {name}: {measure.replace('_', ' ')} {_f(d['gain'], 3)} over the best "
-                         f"baseline ({d['best_baseline']}), 95% {_ci(d['bootstrap'])}")  # fmt: skip
+            lines.append(f"- {name}: {label[measure]} {d['gain']:+.3f} over the best baseline "
+                         f"({d['best_baseline']}), 95% {_ci(d['bootstrap'])}")  # fmt: skip
     gains = sections["gains"]["rows"]
     if gains:
         ks = sorted({r["k"] for r in gains})
