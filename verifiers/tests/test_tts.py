@@ -1,4 +1,4 @@
-"""deepswe-verify tts: the tts: section's validation, the mixture's numbering and wrong fixes, the
+"""deepswe-verify tts: the tts: section's validation, the merged pools' numbering, the
 judge's AUC, and the whole pipeline on two real swe-mini tasks (docker, slow)."""
 
 from __future__ import annotations
@@ -15,31 +15,22 @@ from deepswe.eval.config import ConfigError, EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
 from deepswe.verify.cli import app
 from deepswe.verify.tts.config import TaskPick, load_tts_config
-from deepswe.verify.tts.mixture import merge_pools, pick_tasks, plan_slots, wrong_fix_actions
+from deepswe.verify.tts.mixture import merge_pools, pick_tasks, shuffled, slot
 from deepswe.verify.tts.pipeline import model_available
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny.yaml"
-GOLD = """\
-diff --git a/src/pkg/ops.py b/src/pkg/ops.py
---- a/src/pkg/ops.py
-+++ b/src/pkg/ops.py
-@@ -1,4 +1,4 @@
- def add(a, b):
-     x = a
--    return x - b
-+    return x + b
- # end of ops
-"""
 
 
 # --- config ----------------------------------------------------------------------------------
-def test_tiny_profile_states_its_subset_and_a_mixture_of_8_with_the_model():
+def test_tiny_profile_measures_30_tasks_with_hard_negatives_and_a_disjoint_judge():
     tts, ev = load_tts_config(TINY)
     assert (tts.test.dataset, tts.train.dataset) == ("swe-mini:test", "swe-mini:train")
+    assert tts.test.per_repo * 3 >= 30  # swe-mini:test has 3 projects
     m = tts.test_mixture
-    # 8 a task with the trained model's 2 (make reproduce); 6 scripted ones without it
-    assert m.model + m.right + m.wrong + m.empty >= 8 and tts.eb.writer == "scripted-standin"
+    # every hard kind of the issue is in the pool; the comment-only fix is one kind among many
+    assert min(m.partial, m.misedit, m.wrong_place, m.regression, m.right) >= 1
+    assert m.comment <= 1 and m.model >= 1 and tts.eb.writer == "scripted-standin"
     # the eval section is read beside it (its policy makes the model's candidates); its dataset
     # is the tiny profile's held-out swe-toy, not what TTS selects on
     assert ev.dataset == "runs/data/swe-toy/test.jsonl"
@@ -49,6 +40,7 @@ def test_tiny_profile_states_its_subset_and_a_mixture_of_8_with_the_model():
     ("override", "named"),
     [
         ("tts.test_mixture.rigth=1", "tts.test_mixture.rigth: unknown key"),
+        ("tts.test_mixture.wrong=1", "tts.test_mixture.wrong: unknown key"),  # the old kind
         ("tts.eb.workers=0", "tts.eb.workers"),
         ("tts.judge.format=r2e", "tts.judge.format"),  # ours | r2e-gym
         ("tts.test_mixture={}", "tts.test_mixture"),  # no candidate at all
@@ -95,15 +87,6 @@ def test_the_model_kind_runs_only_where_its_model_is():
 
 
 # --- mixture ---------------------------------------------------------------------------------
-def test_slots_number_every_candidate_once_seeded_per_task():
-    counts = {"model": 2, "right": 2, "wrong": 3, "empty": 1}
-    slots = plan_slots("a-1", counts, seed=0)
-    assert sorted(slots) == sorted((k, j) for k, n in counts.items() for j in range(n))
-    assert plan_slots("a-1", counts, seed=0) == slots  # deterministic: a resume renumbers nothing
-    firsts = {plan_slots(f"t-{i}", counts, seed=0)[0][0] for i in range(40)}
-    assert len(firsts) > 1  # run 0 is not always the same kind
-
-
 def _record(iid: str, run: int, resolved: bool) -> EpisodeRecord:
     traj = Trajectory(instance_id=iid, policy="t", messages=[], steps=[], ending=Ending.SUBMITTED,
                       patch=f"patch {run} {resolved}")  # fmt: skip
@@ -112,36 +95,32 @@ def _record(iid: str, run: int, resolved: bool) -> EpisodeRecord:
                          outcome=outcome, trajectory=traj)  # fmt: skip
 
 
-def test_merge_renumbers_each_kind_into_one_pool(tmp_path):
-    for kind, resolved in (("right", True), ("wrong", False)):
-        for run in range(2):
-            RunStore(tmp_path / kind).save(_record("a-1", run, resolved))
-    counts = {"right": 2, "wrong": 2, "empty": 1}  # the empty folder was never run: missing
-    sources = {k: tmp_path / k for k in counts}
-    table = merge_pools(sources, counts, ["a-1"], tmp_path / "pool", seed=3)
+def test_merge_renumbers_every_slot_once_seeded_per_task(tmp_path):
+    for run in range(3):
+        RunStore(tmp_path / "made").save(_record("a-1", run, run == 0))
+    RunStore(tmp_path / "model").save(_record("a-1", 0, False))
+    slots = {"a-1": [slot("right", tmp_path / "made", 0, detail="the gold patch", expect=True),
+                     slot("misedit", tmp_path / "made", 1, planned="partial"),
+                     slot("comment", tmp_path / "made", 2, expect=False),
+                     slot("model", tmp_path / "model", 0),
+                     slot("model", tmp_path / "model", 1)]}  # never run: missing  # fmt: skip
+    table = merge_pools(slots, tmp_path / "pool", seed=3)
     rows = table["a-1"]
     assert [r["run"] for r in rows] == list(range(5))
+    assert sorted((r["kind"], r["source_run"]) for r in rows) == sorted(
+        (s["kind"], s["source_run"]) for s in slots["a-1"])  # fmt: skip
     merged = {r.run: r for r in RunStore(tmp_path / "pool").records()}
     for r in rows:
-        if r["kind"] == "empty":
+        if r["kind"] == "model" and r["source_run"] == 1:
             assert r["status"] == "missing" and r["run"] not in merged
         else:
             assert merged[r["run"]].resolved == (r["kind"] == "right") == r["resolved"]
             assert merged[r["run"]].trajectory.patch.startswith(f"patch {r['source_run']}")
+    assert next(r for r in rows if r["kind"] == "misedit")["planned"] == "partial"
     assert json.loads((tmp_path / "pool" / "mixture.json").read_text()) == table
-
-
-def test_wrong_fixes_edit_the_buggy_hunk_and_keep_the_bug():
-    news = set()
-    for v in range(10):
-        edit, finish = wrong_fix_actions(GOLD, v)
-        assert "<function=finish>" in finish and "/testbed/src/pkg/ops.py" in edit
-        old = edit.split("<parameter=old_str>")[1].split("</parameter>")[0]
-        new = edit.split("<parameter=new_str>")[1].split("</parameter>")[0]
-        assert "return x - b" in old and "return x - b" in new and "x + b" not in new
-        assert new != old and "#" in new
-        news.add(new)
-    assert len(news) == 10  # ten distinct patches, not one repeated
+    firsts = {shuffled(f"t-{i}", slots["a-1"], 0)[0]["kind"] for i in range(40)}
+    assert len(firsts) > 1  # run 0 is not always the same kind
+    assert shuffled("a-1", slots["a-1"], 3) == shuffled("a-1", slots["a-1"], 3)  # a resume: same
 
 
 def test_pick_tasks_takes_the_stated_subset():
@@ -161,8 +140,9 @@ def test_pick_tasks_takes_the_stated_subset():
 @pytest.mark.docker
 @pytest.mark.slow
 def test_tts_end_to_end_on_two_swe_mini_tasks(tmp_path):
-    """Real episodes, grader, judge training (subprocess), EF/EB verdicts and the report, on two
-    swe-mini:test tasks; then a resume redoes nothing and a changed mixture is refused."""
+    """Real candidates of the hard kinds, grader, judge training (subprocess), EF/EB verdicts and
+    the report (baselines, AUCs, calibration, EB's kept tests), on two swe-mini:test tasks; then
+    a resume redoes nothing and a changed mixture is refused."""
     from deepswe.data.loaders import load_jsonl
     from deepswe.data.swemini.manifest import TASKS, load_manifest
     from deepswe.data.swemini.sources import fetch
@@ -178,9 +158,10 @@ def test_tts_end_to_end_on_two_swe_mini_tasks(tmp_path):
     judge_base = train_models.build_test_model(tmp_path / "judge-base")
     out = tmp_path / "tts"
     args = ["tts", "--config", str(TINY), "--out", str(out),
-            "tts.test.ids=[isodate__isodate-37c5172c, webcolors__webcolors-023eae96]",
+            "tts.test.ids=[isodate__isodate-2184d719, webcolors__webcolors-023eae96]",
             "tts.train.per_repo=1", "tts.train.repos=[pypi/addict, pypi/inflection]",
-            "tts.test_mixture={right: 1, wrong: 2, empty: 1}", "tts.train_mixture={right: 1, wrong: 1}",
+            "tts.test_mixture={right: 1, wrong_place: 1, regression: 1, comment: 1}",
+            "tts.train_mixture={right: 1, wrong_place: 1}",
             f"tts.judge.base_models=[{judge_base}]", "tts.auc_bootstrap=100",
             "tts.judge.overrides=[epochs=2, batch_size=1, heldout_fraction=0.5]"]  # fmt: skip
     res = CliRunner().invoke(app, args)
@@ -188,18 +169,30 @@ def test_tts_end_to_end_on_two_swe_mini_tasks(tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert (report["tasks"], report["candidates"]) == (2, 8)
     kinds = report["tts"]["mixture"]["test"]["per_kind"]
-    assert kinds["right"] == {"candidates": 2, "resolved": 2, "missing": 0}
-    assert kinds["wrong"]["resolved"] == kinds["empty"]["resolved"] == 0
+    assert kinds["right"] == {"candidates": 2, "resolved": 2, "missing": 0, "as predicted": 2,
+                              "predicted": 2}  # fmt: skip
+    assert all(kinds[k]["resolved"] == 0 for k in ("wrong_place", "regression", "comment"))
     assert report["pass@1"]["mean"] == pytest.approx(0.25)
-    assert report["tts"]["auc"]["candidates"] == 8 and report["tts"]["auc"]["auc"] is not None
+    scores = report["scores"]["scores"]
+    # the one-line rule no longer separates the pool: only the comment changes no code
+    assert scores["changes-code"]["auc"] == pytest.approx(1 / 3 + 0.5 * 2 / 3)
+    assert scores["ef"]["candidates"] == 8 and scores["ef"]["auc"] is not None
+    assert "ef" in report["scores"]["gains"] and report["gains"]["rows"]
+    assert {"changes-code", "smallest", "random", "oracle"} <= {
+        c["method"] for c in report["curves"]
+    }
+    assert report["calibration"]["ece"] is not None and (out / "reliability.png").is_file()
+    assert report["tts"]["eb"]["tasks"] == 2 and report["tts"]["eb"]["agreement"]["pairs"] >= 0
+    assert report["tts"]["judge"]["disjoint"] is True
     assert any("STAND-IN" in n for n in report["tts"]["notes"])
     assert set(report["tts"]["stage_seconds"]) == {"candidates", "judge", "ef", "eb"}
-    assert "Test-time scaling run" in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "Test-time scaling run" in md and "changes-code (baseline)" in md and "ECE" in md
 
     again = CliRunner().invoke(app, args)  # a resume: every stage done, report rewritten
     assert again.exit_code == 0 and "candidates: done before" in again.output
-    changed = CliRunner().invoke(app, [*args, "tts.test_mixture.wrong=3"])
-    assert changed.exit_code == 2 and "tts.test_mixture.wrong" in changed.output
+    changed = CliRunner().invoke(app, [*args, "tts.test_mixture.comment=3"])
+    assert changed.exit_code == 2 and "tts.test_mixture.comment" in changed.output
 
 
 def test_a_served_judge_is_checked_before_anything_runs_or_is_written(

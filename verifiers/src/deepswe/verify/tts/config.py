@@ -24,7 +24,18 @@ from deepswe.eval.config import (
     validate_eval_config,
 )
 
-KINDS = ("model", "right", "wrong", "empty")
+# model: the eval policy's own episodes; the rest are made from the gold patch (tts/kinds.py)
+KINDS = (
+    "model",
+    "right",
+    "partial",
+    "misedit",
+    "wrong_place",
+    "regression",
+    "comment",
+    "empty",
+    "hard",
+)  # hard: a hard negative of a kind taken in turn (tts/plan.py)
 
 
 class TaskPick(BaseModel):
@@ -44,20 +55,35 @@ class TaskPick(BaseModel):
 
 
 class Mixture(BaseModel):
-    """Candidates per task by kind. model: episodes of the eval section's policy; right: the gold
-    patch through the tools; wrong: a scripted edit of the buggy hunk that keeps the bug (variant
-    i per run); empty: submit at once. All graded by the real grader."""
+    """Candidates per task by kind (tts/kinds.py says how each is made). model: episodes of the
+    eval section's policy; the others are patches made from the gold patch and the base code,
+    graded as submitted patches. A kind a task cannot offer is replaced by another hard kind
+    (tts/plan.py), named so in mixture.json. Every candidate is graded by the real grader."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: int = Field(0, ge=0, description="episodes of the eval policy per task")
-    right: int = Field(0, ge=0, description="gold-patch episodes per task")
-    wrong: int = Field(0, ge=0, description="scripted wrong-fix episodes per task")
-    empty: int = Field(0, ge=0, description="empty-patch episodes per task")
+    right: int = Field(0, ge=0, description="the gold patch (identical copies, graded once)")
+    partial: int = Field(0, ge=0, description="a proper part of the gold's changes")
+    misedit: int = Field(
+        0, ge=0, description="the fix, then a swe-mini mutation on a line the gold changes"
+    )
+    wrong_place: int = Field(
+        0, ge=0, description="a mutation away from the gold's lines, the bug left"
+    )
+    regression: int = Field(
+        0, ge=0, description="the gold patch plus another task's bug our passing tests catch"
+    )
+    comment: int = Field(0, ge=0, description="a comment beside the buggy line, the bug kept")
+    empty: int = Field(0, ge=0, description="no change")
+    hard: int = Field(
+        0, ge=0, description="hard negatives of misedit/regression/wrong_place/partial, the kind "
+        "taken in turn from a seeded place per task (the judge's data needs one NO a task)",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _some(self) -> Mixture:
-        if self.right + self.wrong + self.empty + self.model == 0:
+        if not any(self.counts().values()):
             raise ValueError("a mixture needs at least one candidate per task")
         return self
 
@@ -125,9 +151,9 @@ class TTSConfig(BaseModel):
         description="tasks whose episodes train the judge (train split only)",
     )
     test_mixture: Mixture = Field(
-        default_factory=lambda: Mixture(model=4, right=2, wrong=5, empty=1)
+        default_factory=lambda: Mixture(model=4, right=2, misedit=2, wrong_place=1, regression=1)
     )
-    train_mixture: Mixture = Field(default_factory=lambda: Mixture(model=1, right=1, wrong=1))
+    train_mixture: Mixture = Field(default_factory=lambda: Mixture(right=1, hard=1))
     require_model: bool = Field(
         False,
         description="refuse when the eval policy's model folder is absent (false: run with "

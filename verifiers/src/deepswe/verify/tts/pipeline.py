@@ -1,7 +1,9 @@
 """`deepswe-verify tts`: hybrid test-time scaling end to end, stage by stage, resumable.
 
-    candidates  eval runs (deepswe-eval run, real grader) of each kind of the mixture over the
-                stated train and test subsets, merged into one pool per split (tts/mixture.py)
+    candidates  per split: the model's episodes (deepswe-eval run) and the scripted kinds, made
+                from each task's gold patch and base code (tts/kinds.py, tts/plan.py) and graded
+                as submitted patches by the real grader (tts/grading.py); merged into one pool
+                per split (tts/mixture.py)
     judge       judge SFT rows from the TRAIN pool (ef.judge_data), `deepswe-train judge` in a
                 subprocess (verify never imports train); skipped when a served judge is given
     ef          the judge's P(YES) for every TEST candidate, into the pool's VerdictStore
@@ -11,9 +13,10 @@
                 uncertainty (auc.py), the mixture and the seconds of every stage
 
 Layout of --out: config.json (the resolved tts and eval sections; a resume with other values is
-refused naming them), stages.json (done, seconds), candidates/<split>/<kind>/ (eval run
-folders), pool-<split>/ (merged run folders: episodes/, mixture.json, verdicts/, eb/),
-judge/{data.jsonl,model/}, and the report files. Each stage skips what is already on disk.
+refused naming them), stages.json (done, seconds), candidates/<split>/model/ (an eval run
+folder), candidates/<split>/made/ (plan.json and the graded scripted candidates), pool-<split>/
+(merged run folders: episodes/, mixture.json, verdicts/, eb/), judge/{data.jsonl,model/}, and
+the report files. Each stage skips what is already on disk.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import atomic_write_json
 from deepswe.verify.store import VerdictStore, candidates_from_run
 from deepswe.verify.tts.config import TTSConfig
-from deepswe.verify.tts.mixture import merge_pools, pick_tasks, write_wrong_recordings
+from deepswe.verify.tts.grading import grade_plan
+from deepswe.verify.tts.mixture import merge_pools, pick_tasks, slot
+from deepswe.verify.tts.plan import PlanError, make_plan
 from deepswe.verify.types import Candidate, VerdictStatus
 
 Log = Callable[[str], None]
@@ -55,6 +60,7 @@ class Ctx:
     eval_overrides: list[str]
     log: Log
     tasks: dict[str, list[Task]] = field(default_factory=dict)  # split -> picked tasks
+    dataset: dict[str, list[Task]] = field(default_factory=dict)  # split -> all of its dataset
     notes: list[str] = field(default_factory=list)
 
     def pool(self, split: str) -> Path:
@@ -99,41 +105,52 @@ def kind_counts(ctx: Ctx, split: str) -> dict[str, int]:
     return counts
 
 
-def eval_run(ctx: Ctx, split: str, kind: str, n: int, run_dir: Path) -> None:
-    """deepswe-eval run of one kind over the split's tasks (resumable: the same folder)."""
+def eval_run(ctx: Ctx, split: str, n: int, run_dir: Path) -> None:
+    """deepswe-eval run of the eval policy over the split's tasks (resumable: the same folder)."""
     pick = ctx.cfg.test if split == "test" else ctx.cfg.train
     cmd = [cli_bin("deepswe-eval"), "run", "--config", str(ctx.profile), "--out", str(run_dir),
            "--dataset", pick.dataset, "--runs", str(n), "--workers", str(ctx.cfg.workers)]  # fmt: skip
     for t in ctx.tasks[split]:
         cmd += ["--ids", t.instance_id]
     cmd += ctx.eval_overrides
-    if kind == "right":
-        cmd += ["--policy", "gold", "eval.policy.args={}"]
-    elif kind == "empty":
-        cmd += ["--policy", "empty", "eval.policy.args={}"]
-    elif kind == "wrong":
-        rec = write_wrong_recordings(ctx.tasks[split], n, ctx.out / "candidates" / split / "wrong-recordings")  # fmt: skip
-        cmd += ["--policy", "replay", "--replay-dir", str(rec), "eval.policy.args={}"]
-    ctx.log(f"tts candidates: {split}/{kind}: {n} per task x {len(ctx.tasks[split])} tasks")
+    ctx.log(f"tts candidates: {split}/model: {n} per task x {len(ctx.tasks[split])} tasks")
     code = relay(cmd, ctx.log)
     if code != 0:
-        raise TTSError(f"deepswe-eval run for {split}/{kind} exited {code} "
+        raise TTSError(f"deepswe-eval run for {split}/model exited {code} "
                        f"({run_dir}); run the same command again to resume it")  # fmt: skip
 
 
 def stage_candidates(ctx: Ctx) -> None:
     for split in ctx.tasks:  # no train split when the judge is served (nothing to train)
         counts = kind_counts(ctx, split)
-        sources = {}
-        for kind, n in counts.items():
-            if n:
-                sources[kind] = ctx.out / "candidates" / split / kind
-                eval_run(ctx, split, kind, n, sources[kind])
-        ids = [t.instance_id for t in ctx.tasks[split]]
-        table = merge_pools(sources, counts, ids, ctx.pool(split), ctx.cfg.seed)
-        graded = [r for rows in table.values() for r in rows if r["status"] == "graded"]
-        ctx.log(f"tts candidates: {split} pool: {len(ids)} tasks, {len(graded)} graded, "
+        folder = ctx.out / "candidates" / split
+        slots: dict[str, list[dict]] = {t.instance_id: [] for t in ctx.tasks[split]}
+        if counts["model"]:
+            eval_run(ctx, split, counts["model"], folder / "model")
+            for rows in slots.values():
+                rows += [slot("model", folder / "model", j, detail="an episode of the eval policy")
+                         for j in range(counts["model"])]  # fmt: skip
+        made = {k: n for k, n in counts.items() if k != "model" and n}
+        if made:
+            try:
+                plan = make_plan(ctx.tasks[split], made, ctx.dataset[split], ctx.cfg.seed,
+                                 folder / "made" / "plan.json", ctx.log)  # fmt: skip
+            except PlanError as exc:
+                raise TTSError(f"candidates: {exc}") from None
+            tasks = {t.instance_id: t for t in ctx.tasks[split]}
+            grade_plan(plan, tasks, ctx.eval_cfg, folder / "made", ctx.cfg.workers, ctx.log)
+            for iid, planned in plan.items():
+                slots[iid] += [slot(p.kind, folder / "made", p.run, p.planned, p.detail, p.expect)
+                               for p in planned]  # fmt: skip
+        table = merge_pools(slots, ctx.pool(split), ctx.cfg.seed)
+        rows = [r for rs in table.values() for r in rs]
+        graded = [r for r in rows if r["status"] == "graded"]
+        ctx.log(f"tts candidates: {split} pool: {len(table)} tasks, {len(graded)} graded, "
                 f"{sum(bool(r['resolved']) for r in graded)} resolved")  # fmt: skip
+        if failed := [r for r in rows if r["status"] != "graded"]:
+            raise TTSError(f"candidates: {len(failed)} {split} candidates not graded (infra "
+                           f"errors, e.g. {failed[0]['source']} run {failed[0]['source_run']}); "
+                           "run again to retry them")  # fmt: skip
 
 
 def with_issues(run: Path, tasks: list[Task]) -> list[Candidate]:
@@ -307,7 +324,8 @@ def run_tts(
     )
     for split, pick in picks:
         try:
-            ctx.tasks[split] = pick_tasks(load_tasks(pick.dataset), pick)
+            ctx.dataset[split] = load_tasks(pick.dataset)
+            ctx.tasks[split] = pick_tasks(ctx.dataset[split], pick)
         except ValueError as exc:
             raise TTSError(str(exc)) from None
         log(f"tts: {split} tasks ({pick.dataset}): {[t.instance_id for t in ctx.tasks[split]]}")

@@ -1,25 +1,31 @@
-"""The report of `deepswe-verify tts`: report.build_report over the test pool, then what only
-this pipeline knows: how the candidates were mixed, the judge (base, held-out loss, AUC on the
-test split with its uncertainty), the stand-ins used, and the seconds of every stage."""
+"""The report of `deepswe-verify tts`: report.build_report over the test pool (Best@k with the
+baselines, every score's AUC against theirs, the gains over the best baseline, EF calibration
+and reliability.png), then what only this pipeline knows: the pool's composition by kind and
+what each verifier said of each kind, the judge (base, data, held-out loss; train projects
+disjoint from test projects), the execution-based tests (kept per task, agreement with the
+hidden tests), the stand-ins used and the seconds of every stage."""
 
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 from pathlib import Path
 
 from deepswe.eval.store import atomic_write_json
-from deepswe.verify.auc import auc_report
+from deepswe.verify.recorded import Recorded
 from deepswe.verify.report import build_report
 from deepswe.verify.run_pools import load_run_pools
-from deepswe.verify.store import VerdictStore
 from deepswe.verify.tts.config import TTSConfig
+from deepswe.verify.tts.eb_report import eb_markdown, eb_summary
 from deepswe.verify.tts.mixture import read_mixture
-from deepswe.verify.types import VerdictStatus
+
+SCORES = ("ef", "regression", "reproduction", "changes_code", "smallest")
 
 
 def mixture_summary(out: Path, split: str, seed: int) -> dict:
-    """Per kind: candidates, resolved; and the numbering rule."""
+    """Per kind: candidates, resolved, substitutes (standing in for which kind), and how often
+    the grader said what the construction predicted."""
     table = read_mixture(out / f"pool-{split}")
     kinds: dict[str, Counter] = {}
     for rows in table.values():
@@ -28,17 +34,44 @@ def mixture_summary(out: Path, split: str, seed: int) -> dict:
             c["candidates"] += 1
             c["resolved"] += bool(r["resolved"])
             c["missing"] += r["status"] != "graded"
+            if r.get("planned", r["kind"]) != r["kind"]:
+                c[f"in place of {r['planned']}"] += 1
+            if r.get("expect") is not None and r["resolved"] is not None:
+                c["as predicted"] += r["expect"] == r["resolved"]
+                c["predicted"] += 1
     return {
         "tasks": sorted(table),
-        "per_kind": {k: dict(v) for k, v in kinds.items()},
-        "numbering": "run k of a task = the k-th (kind, source run) of a shuffle seeded by "
-        f"(tts.seed={seed}, instance id); pool-{split}/mixture.json lists each",
+        "per_kind": {k: dict(v) for k, v in sorted(kinds.items())},
+        "numbering": "run k of a task = the k-th slot of a shuffle seeded by "
+        f"(tts.seed={seed}, instance id); pool-{split}/mixture.json lists each run's kind",
     }
 
 
-def judge_facts(out: Path, cfg: TTSConfig) -> dict:
+def scores_by_kind(pools: Recorded, mixture: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per kind: the mean of each score over its candidates that have it."""
+    kind = {(iid, r["run"]): r["kind"] for iid, rows in mixture.items() for r in rows}
+    got: dict[str, dict[str, list[float]]] = {}
+    for iid, pool in pools.scores.items():
+        for s in pool:
+            for name in SCORES:
+                v = getattr(s, name)
+                if v is not None:
+                    got.setdefault(kind[(iid, s.run)], {}).setdefault(name, []).append(v)
+    return {k: {n: statistics.fmean(v) for n, v in d.items()} for k, d in sorted(got.items())}
+
+
+def projects(dataset_tasks: list[str]) -> list[str]:
+    """Repositories of instance ids `owner__name-id` (swe-mini's form)."""
+    return sorted({i.rsplit("-", 1)[0] for i in dataset_tasks})
+
+
+def judge_facts(out: Path, cfg: TTSConfig, mixtures: dict) -> dict:
+    test_p = projects(mixtures.get("test", {}).get("tasks", []))
+    train_p = projects(mixtures.get("train", {}).get("tasks", []))
+    split = {"test_projects": test_p, "train_projects": train_p,
+             "disjoint": not set(test_p) & set(train_p)}  # fmt: skip
     if cfg.judge.base_url:
-        return {"served": cfg.judge.base_url, "model": cfg.judge.model}
+        return {"served": cfg.judge.base_url, "model": cfg.judge.model, **split}
     folder = out / "judge" / "model"
     metrics = json.loads((folder / "metrics.json").read_text()) if (folder / "metrics.json").is_file() else {}  # fmt: skip
     import yaml
@@ -47,19 +80,7 @@ def judge_facts(out: Path, cfg: TTSConfig) -> dict:
     keep = ("heldout_loss_before", "heldout_loss_after", "train_loss", "steps", "train_rows",
             "heldout_rows", "heldout_tasks")  # fmt: skip
     return {"base_model": trained.get("model"), "config": cfg.judge.config,
-            **{k: metrics.get(k) for k in keep}}  # fmt: skip
-
-
-def ef_auc(pool: Path, cfg: TTSConfig) -> dict:
-    pools = load_run_pools(pool)
-    verdicts = VerdictStore(pool).load("ef")
-    points = []
-    for iid, scores in pools.scores.items():
-        for s in scores:
-            v = verdicts.get((iid, s.run))
-            if v is not None and v.status is VerdictStatus.SCORED and v.score is not None:
-                points.append((iid, v.score, s.resolved))
-    return auc_report(points, cfg.auc_bootstrap, cfg.seed)
+            **{k: metrics.get(k) for k in keep}, **split}  # fmt: skip
 
 
 def write_tts_report(
@@ -67,13 +88,17 @@ def write_tts_report(
 ) -> dict:
     """report.build_report over out/pool-test, then the tts facts into report.json/report.md."""
     pool = out / "pool-test"
-    report = build_report(load_run_pools(pool), out, source=f"tts:{pool}",
-                          model_name=f"deepswe-verify-tts-{profile.stem}")  # fmt: skip
+    pools = load_run_pools(pool)
+    report = build_report(pools, out, source=f"tts:{pool}", bootstrap=cfg.auc_bootstrap,
+                          seed=cfg.seed, model_name=f"deepswe-verify-tts-{profile.stem}")  # fmt: skip
+    mixtures = {s: mixture_summary(out, s, cfg.seed) for s in splits}
+    test_mixture = read_mixture(pool)
     report["tts"] = {
         "profile": str(profile),
-        "mixture": {s: mixture_summary(out, s, cfg.seed) for s in splits},
-        "judge": judge_facts(out, cfg),
-        "auc": ef_auc(pool, cfg),
+        "mixture": mixtures,
+        "scores_by_kind": scores_by_kind(pools, test_mixture),
+        "judge": judge_facts(out, cfg, mixtures),
+        "eb": eb_summary(pool, test_mixture),
         "eb_writer": cfg.eb.writer,
         "notes": notes,
         "stage_seconds": {k: v["seconds"] for k, v in stages.items() if k != "report"},
@@ -89,37 +114,46 @@ def _f(x: float | None, nd: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{nd}f}"
 
 
-def tts_markdown(t: dict) -> str:
-    lines = [
-        "## Test-time scaling run (`deepswe-verify tts`)",
-        "",
-        f"Profile `{t['profile']}`.",
-        "",
-    ]
+def composition_markdown(t: dict) -> list[str]:
+    lines = ["## The pool", ""]
     for split, m in t["mixture"].items():
-        kinds = ", ".join(f"{k} {v.get('candidates', 0)} ({v.get('resolved', 0)} resolved)"
-                          for k, v in m["per_kind"].items())  # fmt: skip
-        lines.append(f"- {split} candidates, {len(m['tasks'])} tasks: {kinds}. {m['numbering']}.")
-    a, j = t["auc"], t["judge"]
-    if a.get("auc") is None:
-        lines.append(f"- judge AUC on test candidates: {a.get('why', 'n/a')}")
-    else:
-        b = a.get("bootstrap") or {}
-        ci = b.get("ci95") or [None, None]
-        lines.append(
-            f"- judge AUC on {a['candidates']} test candidates ({a['positives']} resolved, "
-            f"{a['tasks']} tasks): {_f(a['auc'])} ± {_f(a['hanley_mcneil_se'])} (Hanley-McNeil "
-            f"SE); task bootstrap SE {_f(b.get('se'))}, 95% [{_f(ci[0])}, {_f(ci[1])}] "
-            f"({b.get('resamples', 0)} resamples, {b.get('dropped', 0)} one-class dropped)"
-        )
+        lines += [f"{split}: {len(m['tasks'])} tasks. {m['numbering']}.", ""]
+        lines += ["| kind | candidates | resolved | substitutes | graded as predicted |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for kind, c in m["per_kind"].items():
+            subs = ", ".join(f"{n} {k}" for k, n in c.items() if k.startswith("in place of"))
+            pred = f"{c.get('as predicted', 0)}/{c['predicted']}" if c.get("predicted") else "-"
+            lines.append(f"| {kind} | {c['candidates']} | {c.get('resolved', 0)} | {subs or '-'} "
+                         f"| {pred} |")  # fmt: skip
+        lines.append("")
+    by_kind = t["scores_by_kind"]
+    if by_kind:
+        lines += ["Mean score by kind (test pool):", "",
+                  "| kind | " + " | ".join(SCORES) + " |", "|---|" + "---|" * len(SCORES)]  # fmt: skip
+        for kind, d in by_kind.items():
+            lines.append(f"| {kind} | " + " | ".join(_f(d.get(n), 2) for n in SCORES) + " |")
+        lines.append("")
+    return lines
+
+
+def tts_markdown(t: dict) -> str:
+    lines = ["", "## Test-time scaling run (`deepswe-verify tts`)", "", f"Profile `{t['profile']}`.",
+             ""]  # fmt: skip
+    lines += composition_markdown(t)
+    j = t["judge"]
+    lines += ["## The judge", ""]
     if "served" in j:
-        lines.append(f"- judge: served at {j['served']} ({j['model']})")
+        lines.append(f"- served at {j['served']} ({j['model']})")
     else:
         lines.append(
-            f"- judge: LoRA on `{j.get('base_model')}` ({j.get('train_rows')} train rows, "
+            f"- LoRA on `{j.get('base_model')}` ({j.get('train_rows')} train rows, "
             f"{j.get('steps')} steps); held-out loss {_f(j.get('heldout_loss_before'))} -> "
             f"{_f(j.get('heldout_loss_after'))} nats/token"
         )
+    lines.append(f"- trained on {', '.join(j['train_projects']) or 'nothing'}; tested on "
+                 f"{', '.join(j['test_projects'])}: projects "
+                 f"{'disjoint' if j['disjoint'] else 'SHARED'}")  # fmt: skip
+    lines += [""] + eb_markdown(t["eb"])
     lines.append(f"- reproduction tests: {t['eb_writer']}")
     for note in t["notes"]:
         lines.append(f"- note: {note}")
