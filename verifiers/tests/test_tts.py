@@ -36,6 +36,17 @@ def test_tiny_profile_measures_30_tasks_with_hard_negatives_and_a_disjoint_judge
     assert ev.dataset == "runs/data/swe-toy/test.jsonl"
 
 
+def test_make_reproduce_runs_the_same_section_smaller():
+    """The reproduce section's tts_overrides (its stage's 20-minute budget) apply to this section
+    as they are: a stage that cannot load its config would fail only after training."""
+    import yaml
+
+    overrides = yaml.safe_load(TINY.read_text())["reproduce"]["tts_overrides"]
+    small, _ = load_tts_config(TINY, overrides)
+    big, _ = load_tts_config(TINY)
+    assert small.test.per_repo == 1 and small.test_mixture == big.test_mixture
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [

@@ -75,6 +75,11 @@ class ReproduceConfig(_Section):
     learning: Learning = Field(default_factory=Learning)
     swe_mini: SweMiniCheck = Field(default_factory=SweMiniCheck)
     tts: bool = Field(True, description="run the test-time-scaling stage (the profile's tts:)")
+    tts_overrides: list[str] = Field(
+        default_factory=list,
+        description="tts.a.b=v overrides of the tts stage: the profile's tts: section sizes make "
+        "eval-tts; the pipeline may run it smaller to keep its budget",
+    )
     preflight: Preflight = Field(default_factory=Preflight)
 
 

@@ -252,7 +252,7 @@ def tts(ctx: Context) -> StageResult:
     models = f"[{ctx.path('models', 'sft')},{ctx.path('models', 'init')}]"
     ctx.sh("deepswe-verify", "tts", "--config", ctx.profile, "--out", out,
            f"eval.policy.args.path={ctx.path('train', 'final')}",
-           f"tts.judge.base_models={models}")  # fmt: skip
+           f"tts.judge.base_models={models}", *ctx.cfg.tts_overrides)  # fmt: skip
     report = json.loads((out / "report.json").read_text())
     best = {c["method"]: c["points"][-1]["mean"] for c in report["curves"] if c["points"]}
     return StageResult(artifacts=[_rel(out / "report.md")],
