@@ -19,10 +19,11 @@ random.Random(S) over instance ids in sorted order). Each row's result is kept i
 skips the rows already there but unsupported ones (--retry-failed redoes those that failed to
 build too), so a long run resumes where it stopped. After the rows: the image budget, each
 layer's MB measured on the rows built and extrapolated to every eligible row of verified.jsonl
-(verified_budget.py).
+(verified_budget.py). Rows whose tests reach httpbin.org (NEEDS_NETWORK) are listed, not graded,
+unless --network.
 
 Run: DEEPSWE_VERIFIED_DIR=/data/verified .venv/bin/python bench/verified.py [--ids ID ...]
-     [--draw 40 --seed 27] [--out runs/bench-verified] [--retry-failed]
+     [--draw 41 --seed 27] [--out runs/bench-verified] [--retry-failed] [--network]
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ DEFAULT_IDS = [
     "django__django-13568",
     "django__django-14315",
 ]
+
+
+# Rows whose tests talk to httpbin.org (evaluation/README.md): offline, each request hangs until
+# the sandbox's command timeout, twice (gold and empty). Recorded as skipped, not graded.
+NEEDS_NETWORK = {
+    "psf__requests-1724": "its tests reach httpbin.org",
+    "psf__requests-1766": "its tests reach httpbin.org",
+    "psf__requests-1921": "its tests reach httpbin.org",
+    "psf__requests-2317": "its tests reach httpbin.org",
+}
 
 
 def draw(ids_by_repo: dict[str, list[str]], n: int, seed: int) -> list[str]:
@@ -145,7 +156,7 @@ HEADER = (
 
 
 def table_row(r: dict) -> str:
-    if r["status"] in ("unsupported_env", "build_failed"):
+    if r["status"] in ("unsupported_env", "build_failed", "needs_network"):
         why = r["why"].strip().splitlines()[-1][:120] if r["why"].strip() else ""
         return f"| {r['repo']} | {r['instance_id']} | {r['python']} | {r['status']}: {why} |"
     build = f"{r['build_s']} ({r.get('env_s', '?')} + {r.get('task_s', '?')})"
@@ -163,6 +174,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=27, help="the draw's seed")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-verified"))
     ap.add_argument("--retry-failed", action="store_true", help="redo rows that failed to build")
+    ap.add_argument("--network", action="store_true", help="grade NEEDS_NETWORK rows too")
     args = ap.parse_args()
     root = os.environ.get("DEEPSWE_VERIFIED_DIR")
     if not root:
@@ -185,7 +197,10 @@ def main() -> None:
         stored = args.out / iid / "result.json"
         r = json.loads(stored.read_text()) if stored.exists() else None
         # unsupported_env costs nothing to ask again (the translation may serve it now)
-        if (
+        if iid in NEEDS_NETWORK and not args.network:
+            r = {"instance_id": iid, "repo": rows[iid]["repo"], "status": "needs_network"}
+            r.update(python="-", why=NEEDS_NETWORK[iid])
+        elif (
             r is None
             or r["status"] == "unsupported_env"
             or (args.retry_failed and r["status"] == "build_failed")
@@ -199,11 +214,12 @@ def main() -> None:
         results.append(r)
         (args.out / "results.json").write_text(json.dumps(results, indent=1))
         print(table_row(r), flush=True)
-    ok = sum(r["status"] == "ok" for r in results)
-    agree = sum(bool(r.get("agrees")) for r in results)
+    graded = [r for r in results if "gold" in r]
+    ok = sum(r["status"] == "ok" for r in graded)
+    agree = sum(bool(r.get("agrees")) for r in graded)
     print(
-        f"\ngold resolved and empty unresolved: {ok}/{len(results)}; verdicts equal to "
-        f"swebench's get_eval_report: {agree}/{len(results)} (ratio {agree / len(results):.2f})"
+        f"\n{len(graded)} of {len(results)} rows graded; gold resolved and empty unresolved: "
+        f"{ok}/{len(graded)}; verdicts equal to swebench's get_eval_report: {agree}/{len(graded)}"
     )
     if any("env_mb" in r for r in results):
         from verified_budget import budget  # bench/ is this script's own folder on sys.path
