@@ -113,6 +113,8 @@ def one(row: dict, mirror: Path, folder: Path) -> dict:
         task = build_from_source(task, mirror)
     except UnsupportedEnv as exc:
         return {**res, "status": "unsupported_env", "why": str(exc)}
+    except Exception as exc:  # the translation's own probe failed: recorded, the rest go on
+        return {**res, "status": "build_failed", "why": str(exc)[-3000:]}
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     try:
