@@ -100,7 +100,7 @@ def plot_reliability(report: dict, path: Path, title: str = "EF judge reliabilit
     e = report.get("ece")
     ax.set(ylabel="resolved share", xlim=(0, 1), ylim=(-0.02, 1.02),
            title=f"{title}: ECE {'n/a' if e is None else f'{e:.3f}'} ({BINS} bins)")  # fmt: skip
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", markerscale=0.4)
     hist.bar([r["lo"] for r in report["bins"]], [r["n"] for r in report["bins"]],
              width=1 / BINS, align="edge", edgecolor="k")  # fmt: skip
     hist.set(xlabel="score (P(YES))", ylabel="candidates")
