@@ -296,3 +296,23 @@ def test_split_property_every_file_lands_on_exactly_one_side(commit: dict) -> No
     assert [p.path for p in PatchSet(patches.test_patch)] == patches.test_files
     assert not any(is_test_file(p) for p in patches.gold_files)
     assert all(is_test_file(p) for p in patches.test_files)
+
+
+def test_rows_graded_by_r2e_gyms_runner_scripts_get_their_command() -> None:
+    """R2E-Gym's run_tests.sh for tornado rows, and Pillow rows of unittest classes, runs the
+    runner script it ships among the row's test files (repo_testextract.py)."""
+    from deepswe.data.loaders.r2e_gym import r2e_test_command
+
+    assert r2e_test_command("tornado", ["test_1.py", "tornado_unittest_runner.py"]) == (
+        ".venv/bin/python -W ignore r2e_tests/tornado_unittest_runner.py"
+    )
+    assert r2e_test_command("pillow", ["test_1.py", "unittest_custom_runner.py"]).endswith(
+        "r2e_tests/unittest_custom_runner.py"
+    )
+    assert r2e_test_command("pillow", ["test_1.py"]).endswith("-m pytest -rA r2e_tests")
+
+
+def test_the_python_r2e_gyms_install_kept_is_in_the_metadata() -> None:
+    tasks = {t.instance_id: t for t in load_r2e_gym(FIXTURES)}
+    assert tasks["orange3_56706b60"].metadata["r2e_setup_python"] == "3.7"
+    assert tasks["aiohttp_0813710e"].metadata["r2e_setup_python"] == "3.9"

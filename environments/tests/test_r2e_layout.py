@@ -101,3 +101,16 @@ def test_a_patch_that_rewrites_or_adds_the_test_script_changes_nothing(task, ima
 def test_the_grading_log_names_the_hidden_tests_from_the_row(task, image):
     run = grade_patch(task, task.gold_patch, sandbox_limits=LIMITS)
     assert "PASSED r2e_tests/test_1.py::TestOps::test_add" in run.log
+
+
+def test_the_tests_folder_gets_r2e_gyms_init_and_the_fix_commits_helper(tmp_path):
+    """R2E-Gym's create_tests writes r2e_tests/__init__.py and copies Tests/helper.py as the fix
+    commit has it; a row lists neither among its test files. Pillow's tests import `.helper`."""
+    task = make_r2e_layout_task(tmp_path, helper=True)
+    assert (
+        set(task.hidden.test_files) == {"test_1.py"} and "Tests/helper.py" in task.hidden.test_patch
+    )
+    gold = grade_patch(task, task.gold_patch, sandbox_limits=LIMITS)
+    assert gold.grade.outcome is Outcome.RESOLVED, gold.text
+    empty = grade_patch(task, "", sandbox_limits=LIMITS)
+    assert empty.grade.mismatched == ["TestOps.test_add"]

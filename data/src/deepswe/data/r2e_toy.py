@@ -31,15 +31,34 @@ def _write(path: str, text: str) -> str:
     return f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}"
 
 
-def make_r2e_layout_task(root: Path, expected: dict[str, str] = EXPECTED) -> Task:
-    """A one-bug R2E-Gym-style task over a repository made under `root`."""
+HELPER = "def two():\n    return 2\n"
+HELPER_FIXED = HELPER + "\n\ndef three():\n    return 3\n"
+# Pillow's shape: the hidden test imports the repository's Tests/helper.py as `.helper`, and the
+# fix commit adds to that helper (its change is in the row's test patch).
+HIDDEN_TEST_WITH_HELPER = (
+    "from calc.ops import add, mul\n\nfrom .helper import three, two\n\n\nclass TestOps:\n"
+    "    def test_add(self):\n        assert add(two(), three()) == 5\n\n"
+    "    def test_mul(self):\n        assert mul(2, 3) == 6\n"
+)
+
+
+def make_r2e_layout_task(
+    root: Path, expected: dict[str, str] = EXPECTED, helper: bool = False
+) -> Task:
+    """A one-bug R2E-Gym-style task over a repository made under `root`; with `helper`, the
+    hidden test imports Tests/helper.py as R2E-Gym copies it beside the tests (Pillow's)."""
     repo = Path(root) / "calc"
     (repo / "calc").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     (repo / "calc" / "__init__.py").write_text("")
     (repo / "calc" / "ops.py").write_text(OPS_BUG)
+    if helper:
+        (repo / "Tests").mkdir()
+        (repo / "Tests" / "helper.py").write_text(HELPER)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "calc with a bug")
+    hidden = HIDDEN_TEST_WITH_HELPER if helper else HIDDEN_TEST
+    test_patch = diff_to(repo, "Tests/helper.py", HELPER_FIXED) if helper else ""
     command = r2e_test_command("calc")
     on_path = (
         "python -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "
@@ -57,7 +76,7 @@ def make_r2e_layout_task(root: Path, expected: dict[str, str] = EXPECTED) -> Tas
             install=[
                 "ln -s /opt/venv .venv",
                 on_path,
-                _write("/r2e_tests/test_1.py", HIDDEN_TEST),
+                _write("/r2e_tests/test_1.py", hidden),
                 _write("/testbed/run_tests.sh", command + "\n"),
             ],
         ),
@@ -66,7 +85,8 @@ def make_r2e_layout_task(root: Path, expected: dict[str, str] = EXPECTED) -> Tas
             fail_to_pass=["TestOps.test_add"],
             pass_to_pass=["TestOps.test_mul"],
             expected_statuses=expected,
-            test_files={"test_1.py": HIDDEN_TEST},
+            test_files={"test_1.py": hidden},
+            test_patch=test_patch,
         ),
         gold_patch=diff_to(repo, "calc/ops.py", OPS_GOOD),
     )

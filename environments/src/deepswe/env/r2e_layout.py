@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import shlex
 
+from unidiff import PatchSet
+
 from deepswe.data.task import Task
 from deepswe.env.sandbox import Sandbox, SandboxError
+from deepswe.env.workspace import START_REF
 
 HIDDEN_TESTS_DIR = "/root/r2e_tests"  # R2E-Gym's alt_path (/root) + r2e_tests
 TESTS_LINK = "r2e_tests"  # in the repository, what tests_cmd names
@@ -74,6 +77,38 @@ def hide_grading_material(sandbox: Sandbox, workdir: str = "/testbed") -> None:
         )
 
 
+# R2E-Gym's create_tests (repo_analysis/repo_testextract.py) also writes an empty
+# r2e_tests/__init__.py and copies these repository files, as they are at the fix commit, beside
+# the tests (Pillow's tests import `.helper`); a row's test files list neither.
+MISC_FILES = ("Tests/helper.py",)
+_SCRATCH = "/tmp/deepswe/r2e-misc"
+
+
+def misc_files(task: Task) -> tuple[dict[str, str], str]:
+    """({sandbox path: text} to write, bash run in the repository) that put R2E-Gym's extra
+    files into the hidden tests' folder: the empty __init__.py, and each MISC_FILES entry from
+    the start snapshot with the commit's own change to it (its part of the test patch)."""
+    files: dict[str, str] = {}
+    if "__init__.py" not in task.hidden.test_files:
+        files[f"{HIDDEN_TESTS_DIR}/__init__.py"] = ""
+    changes = {f.path: str(f) for f in PatchSet(task.hidden.test_patch or "")}
+    lines = []
+    for path in MISC_FILES:
+        name = path.rsplit("/", 1)[-1]
+        if name in task.hidden.test_files:
+            continue
+        work = f"{_SCRATCH}/{path}"
+        at, q = shlex.quote(f"{START_REF}:{path}"), shlex.quote(work)
+        lines.append(f"rm -rf {_SCRATCH} && mkdir -p $(dirname {q})")
+        lines.append(f"git cat-file -e {at} 2>/dev/null && git show {at} > {q}")
+        if path in changes:
+            diff = f"{_SCRATCH}.{name}.patch"
+            files[diff] = changes[path]
+            lines.append(f"(cd {_SCRATCH} && patch -p1 --batch --forward -i {diff} >&2) || exit 3")
+        lines.append(f"if [ -f {q} ]; then cp {q} {HIDDEN_TESTS_DIR}/{name}; fi")
+    return files, "\n".join(lines)
+
+
 def link_script() -> str:
     """Bash (run in the repository) that makes r2e_tests the link to the hidden tests."""
     return f"rm -rf {TESTS_LINK} && ln -s {HIDDEN_TESTS_DIR} {TESTS_LINK}"
@@ -81,10 +116,12 @@ def link_script() -> str:
 
 __all__ = [
     "GRADING_FILES",
+    "MISC_FILES",
     "HIDDEN_TESTS_DIR",
     "TESTS_LINK",
     "hide_grading_material",
     "hide_script",
     "link_script",
+    "misc_files",
     "uses_r2e_layout",
 ]

@@ -43,6 +43,7 @@ from deepswe.env.r2e_layout import (
     TESTS_LINK,
     hide_grading_material,
     link_script,
+    misc_files,
     uses_r2e_layout,
 )
 from deepswe.env.sandbox import Sandbox, SandboxError
@@ -164,6 +165,11 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         for name, source in task.hidden.test_files.items():
             sandbox.write_file(f"{HIDDEN_TESTS_DIR}/{name}", source)
         setup = hidden_tests_script(task, [c.path for c in changes if c.restored])
+        if uses_r2e_layout(task):
+            extra, script = misc_files(task)
+            for path, text in extra.items():
+                sandbox.write_file(path, text)
+            setup = f"{setup}\n{script}" if script else setup
         if setup:
             r = sandbox.run(setup, cwd=workdir, timeout=120)
             if r.exit_code != 0:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +36,7 @@ from deepswe.data.errors import DataError, Issue, RowError, field_path
 from deepswe.data.loaders.common import load_rows
 from deepswe.data.loaders.hub import local_or_hub_rows
 from deepswe.data.loaders.r2e_commit import ParsedCommit, parse_commit, split_commit
+from deepswe.data.loaders.r2e_setup import setup_python
 from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
 
@@ -53,8 +54,18 @@ R2E_TEST_COMMANDS = {
 }
 
 
-def r2e_test_command(repo_name: str) -> str:
-    """The command R2E-Gym's image for `repo_name` grades with."""
+# R2E-Gym grades some rows with a runner script it ships among the row's test files
+# (repo_testextract.py `test_extractor`): every tornado row, and Pillow rows whose tests are
+# unittest classes. Its run_tests.sh then holds this command instead of tests_cmd.
+R2E_RUNNERS = ("tornado_unittest_runner.py", "unittest_custom_runner.py")
+
+
+def r2e_test_command(repo_name: str, test_files: Iterable[str] = ()) -> str:
+    """The command R2E-Gym's image for a row of `repo_name` with `test_files` grades with."""
+    names = set(test_files)
+    for runner in R2E_RUNNERS:
+        if runner in names:
+            return f".venv/bin/python -W ignore r2e_tests/{runner}"
     return R2E_TEST_COMMANDS.get(repo_name.lower(), R2E_TEST_COMMAND)
 
 
@@ -142,7 +153,7 @@ def derive_test_lists(
 
 
 def _metadata(
-    row: R2EGymRow, commit: ParsedCommit, basis: str, binary: list[str]
+    row: R2EGymRow, commit: ParsedCommit, basis: str, binary: list[str], python: str | None
 ) -> dict[str, str]:
     meta = {
         "repo_name": row.repo_name,
@@ -156,6 +167,8 @@ def _metadata(
             meta[key] = str(getattr(row, key))
     if binary:
         meta["skipped_binary_files"] = json.dumps(binary)
+    if python:
+        meta["r2e_setup_python"] = python  # the Python R2E-Gym's install kept (r2e_setup.py)
     return meta
 
 
@@ -178,7 +191,7 @@ def r2e_row_to_task(data: dict[str, Any]) -> Task:
         problem_statement=(issue.group(1) if issue else row.problem_statement).strip(),
         source=TaskSource.R2E_GYM,
         image=row.docker_image,
-        test_spec=TestSpec(command=r2e_test_command(row.repo_name), log_parser="r2e-gym"),
+        test_spec=TestSpec(command=r2e_test_command(row.repo_name, names), log_parser="r2e-gym"),
         hidden=HiddenTests(
             fail_to_pass=f2p,
             pass_to_pass=p2p,
@@ -187,7 +200,7 @@ def r2e_row_to_task(data: dict[str, Any]) -> Task:
             test_files=dict(zip(names, codes, strict=False)),
         ),
         gold_patch=patches.gold_patch or None,
-        metadata=_metadata(row, commit, basis, patches.skipped_binary),
+        metadata=_metadata(row, commit, basis, patches.skipped_binary, setup_python(execution)),
     )
 
 
