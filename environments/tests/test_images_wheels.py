@@ -211,3 +211,15 @@ def test_dependencies_follow_the_target_python_not_the_hosts(tmp_path):
         p.name.split("-")[0].lower() for p in download_wheels(["pytest==8.4.2"], tmp_path, "3.9")
     }
     assert {"pytest", "tomli", "exceptiongroup"} <= names
+
+
+def test_requires_python_is_checked_for_a_late_patch_release_of_the_target():
+    """Regression: `--python-version 3.6` made pip check Requires-Python against 3.6.0, refusing
+    pandas 1.1.5 (>=3.6.1), which conda's defaults had for 3.6 (scikit-learn 0.20-0.22)."""
+    from packaging.specifiers import SpecifierSet
+
+    from deepswe.env.images.wheels import requires_python_version
+
+    assert requires_python_version("3.6") in SpecifierSet(">=3.6.1")
+    assert requires_python_version("3.6") not in SpecifierSet(">=3.7")
+    assert requires_python_version("3.9.2") == "3.9.2"

@@ -43,6 +43,18 @@ _NO_DIST_IN_CONFLICT = re.compile(
 _PURE_TAG = re.compile(r"-py[23][0-9]*(\.py[23][0-9]*)?-none-any\.whl$")
 
 
+# pip reads `--python-version 3.6` as 3.6.0 when it checks Requires-Python: pandas 1.1.5
+# (Requires-Python >=3.6.1) was refused for Python 3.6, which then got pandas 0.25.3. The images
+# run late patch releases (3.6.15, 3.9.2, 3.11.2, ...), so the check is made for "X.Y.LATE".
+LATE_PATCH = 99
+
+
+def requires_python_version(python_version: str) -> str:
+    """The version pip checks Requires-Python against for a target "X.Y" (wheel tags read X.Y
+    only): a late patch release of it; a full "X.Y.Z" is kept."""
+    return python_version if python_version.count(".") >= 2 else f"{python_version}.{LATE_PATCH}"
+
+
 class WheelDownloadError(RuntimeError):
     """pip could not provide wheels for the target; the message carries pip's own output."""
 
@@ -86,7 +98,8 @@ def download_wheels(
     inputs>; a cache hit runs no pip.
     """
     platforms = list(platforms or manylinux_platforms(python_version))
-    key = json.dumps([sorted(requirements), python_version, platforms, sources, before]).encode()
+    target = requires_python_version(python_version)  # in the key: older entries checked X.Y.0
+    key = json.dumps([sorted(requirements), target, platforms, sources, before]).encode()
     cached = cache_root() / "wheels" / hashlib.sha256(key).hexdigest()[:16]
     cached.parent.mkdir(parents=True, exist_ok=True)
     with (cached.parent / f"{cached.name}.lock").open("w") as lock:
@@ -173,7 +186,13 @@ def versions_for_target(
     """Every version of `name` with a wheel (or sdist) pip would consider for the target,
     oldest first, as pip lists them."""
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps"]
-    cmd += ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
+    cmd += [
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        requires_python_version(python_version),
+    ]
     for tag in platforms:
         cmd += ["--platform", tag]
     # one folder per call: the eval runner's workers are threads of one process
@@ -217,7 +236,13 @@ def _unmet_for_target(wheel_dir: Path, python_version: str) -> list[str]:
 
 def _pip_download(requirements, dest: Path, python_version: str, platforms: list[str], env=None):
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
-    cmd += ["--only-binary=:all:", "--implementation", "cp", "--python-version", python_version]
+    cmd += [
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        requires_python_version(python_version),
+    ]
     for tag in platforms:
         cmd += ["--platform", tag]
     # find-links on dest: fallback wheels built in earlier rounds satisfy the resolver.
@@ -284,7 +309,12 @@ def _download_sdist(
 ) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
     if python_version:  # pip allows a target Python with --no-deps: Requires-Python is honoured
-        cmd += ["--implementation", "cp", "--python-version", python_version]
+        cmd += [
+            "--implementation",
+            "cp",
+            "--python-version",
+            requires_python_version(python_version),
+        ]
     cmd += ["--dest", str(dest), wanted]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
     if res.returncode != 0:
