@@ -178,8 +178,8 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
          ["hybrid TTS Best@k (%)", f"{DEEPSWE['hybrid best@16']} (k = 16)",
           tts_cell,
           "DeepSWE: 16 policy rollouts, a 14B judge, agent-written tests. Here: swe-mini:test tasks, "
-          "scripted right/wrong candidates beside the model's, a LoRA judge on the tiny model, "
-          "scripted stand-in tests (tts/report.md)"]],
+          "the gold and hard wrong candidates made from it beside the model's, a LoRA judge on "
+          "the tiny model, scripted stand-in tests (tts/report.md)"]],
     )]  # fmt: skip
 
     # Learning
