@@ -88,6 +88,7 @@ ifeq ($(PROFILE),tiny)
 else
 	$(BIN)/deepswe-data decontaminate r2e-gym-subset --to $(R2E_TASKS)
 	@echo "make data: training tasks in $(R2E_TASKS)"
+	$(BIN)/deepswe-eval images --dataset $(R2E_TASKS) $(if $(REPO_MIRROR),--repo-mirror $(REPO_MIRROR))
 endif
 
 data-synth: $(INSTALLED)  ## regenerate data/swe-mini/tasks.jsonl from the seed (tiny only; resumable)
@@ -100,7 +101,7 @@ ifeq ($(PROFILE),tiny)
 	$(BIN)/deepswe-env build --tasks runs/data/swe-toy/test.jsonl
 	$(BIN)/deepswe-env build --tasks swe-mini
 else
-	@echo "make images: deepswe-32b uses the published per-task images (R2E-Gym, SWE-bench); deepswe-eval run --repo-mirror DIR builds SWE-bench ones from source" >&2; exit 2
+	@echo "make images: deepswe-32b uses R2E-Gym's and SWE-bench's images when the engine has them, else builds each from source when first used (REPO_MIRROR=DIR; deepswe-eval images --dataset $(R2E_TASKS) --repo-mirror DIR says which)" >&2; exit 2
 endif
 
 $(TINY_MODEL): | $(INSTALLED)
@@ -114,7 +115,8 @@ $(TINY_SFT): | $(TINY_MODEL)
 
 train: setup $(if $(filter tiny,$(PROFILE)),images $(TINY_SFT))  ## GRPO++ training (RESUME=1 continues; OVERRIDES='a.b=v ...')
 	$(BIN)/deepswe-train train --config configs/$(PROFILE).yaml --out runs/train-$(PROFILE) \
-	  $(if $(filter tiny,$(PROFILE)),model.path=$(TINY_SFT)) $(if $(RESUME),--resume) $(OVERRIDES)
+	  $(if $(filter tiny,$(PROFILE)),model.path=$(TINY_SFT)) $(if $(REPO_MIRROR),data.repo_mirror=$(REPO_MIRROR)) \
+	  $(if $(RESUME),--resume) $(OVERRIDES)
 	@echo "make train: run in runs/train-$(PROFILE) (metrics.jsonl, checkpoints/, final/)"
 
 # The evaluation protocol is the profile's eval: section; EVAL_OVERRIDES='eval.a.b=v ...' edits it.

@@ -324,6 +324,29 @@ def envs(
 
 
 @app.command()
+def images(
+    dataset: str = typer.Option(..., help=DATASET_HELP),
+    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    r2e_env: str = typer.Option("auto", help="R2E-Gym environments: auto | build | image"),
+) -> None:
+    """Which images a run over these R2E-Gym rows will use: R2E-Gym's own when this engine has
+    them, else built from source from --repo-mirror; exit 2 naming what is missing."""
+    from deepswe.eval.r2e_plan import plan_images
+
+    if r2e_env not in ("auto", "build", "image"):
+        _fail(f"--r2e-env {r2e_env!r}: want auto, build or image")
+    tasks = load_dataset(dataset, None, None)
+    plan = plan_images(tasks, mode=r2e_env, mirror=repo_mirror)
+    for line in plan.lines(repo_mirror):
+        typer.echo(line)
+    if plan.missing:
+        _fail(f"{len(plan.missing)} row(s) have no image and cannot be built: "
+              f"{next(iter(plan.missing.values()))}")  # fmt: skip
+    if not plan.usable:
+        _fail(f"dataset {dataset}: no row can run here")
+
+
+@app.command()
 def report(run_dir: Path = typer.Argument(..., help="a run folder written by `run`")) -> None:
     """Rebuild metrics.json, report.md, plots and SWE-bench files from the stored episodes."""
     from deepswe.eval.card import ProtocolMismatch, read_card

@@ -77,6 +77,25 @@ def _machine_problems(cfg) -> list[str]:  # cfg: TrainConfig
     return problems
 
 
+def _data_problems(cfg) -> list[str]:  # cfg: TrainConfig
+    """Why the spine source's tasks cannot run here: no task file, or R2E-Gym rows with no
+    image on this engine and no mirror to build them from. Prints the image plan."""
+    if cfg.data.source != "spine" or not cfg.data.path:
+        return []
+    from deepswe.data.datasets import load_tasks
+    from deepswe.data.errors import DataError
+    from deepswe.train.sources.spine import with_images
+
+    path = cfg.data.path
+    if path.endswith((".jsonl", ".json", ".parquet")) and not Path(path).exists():
+        return [f"data.path {path!r}: no such file (make data PROFILE=... writes it)"]
+    try:
+        with_images(load_tasks(path), cfg.data)  # prints which images the run will use
+    except (DataError, ValueError) as e:
+        return [str(e)]
+    return []
+
+
 @app.command("init-model")
 def init_model(
     out: Path = typer.Option(..., "--out", help="Folder to write the HF model + tokenizer to."),
@@ -196,7 +215,7 @@ def train(
         cfg = load_config(config, overrides or [])
     except ConfigError as e:
         raise _fail(str(e), EXIT_INVALID) from None
-    problems = _machine_problems(cfg)
+    problems = _machine_problems(cfg) + _data_problems(cfg)
     if cfg.cluster.gpus:  # a GPU profile shows its plan first, whether it can start here or not
         try:
             lines, problem = _plan_lines(cfg, config, overrides or [])

@@ -61,6 +61,16 @@ class DataConfig(_Section):
     source: str = Field("spine", description="rollout source: spine | text | module:Class")
     path: str | None = Field(None, description="tasks for the spine source (JSONL or a name)")
     shuffle: bool = Field(True, description="reshuffle the tasks every epoch (seeded)")
+    repo_mirror: str | None = Field(
+        None,
+        description="folder of git clones <owner>__<name>: R2E-Gym rows whose image this engine "
+        "lacks are built from source from it (deepswe.eval.r2e_env)",
+    )
+    r2e_env: Literal["auto", "build", "image"] = Field(
+        "auto",
+        description="R2E-Gym rows: R2E-Gym's own image when the engine has it, else built from "
+        "source (auto), always built (build), or the image only (image)",
+    )
     text: TextEnvConfig = Field(default_factory=TextEnvConfig)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from deepswe.data.task import Task
@@ -9,6 +10,30 @@ from deepswe.env.agent.loop import EpisodeLimits
 from deepswe.env.episode import run_task
 from deepswe.env.policies import Policy
 from deepswe.env.trajectory import Trajectory
+
+
+def with_images(tasks: list[Task], data: Any) -> list[Task]:
+    """`tasks` with the image each will use: R2E-Gym rows get R2E-Gym's image when the engine
+    has it, else their environment from `data.repo_mirror` (the plan is printed). Rows that
+    cannot run here are left out, said on stderr; a row with neither image nor mirror stops the
+    run (ValueError naming what to do)."""
+    import sys
+
+    from deepswe.data.task import TaskSource
+    from deepswe.eval.r2e_plan import plan_images
+
+    if not any(t.source is TaskSource.R2E_GYM for t in tasks):
+        return tasks
+    mirror = Path(data.repo_mirror) if data.repo_mirror else None
+    plan = plan_images(tasks, mode=data.r2e_env, mirror=mirror)
+    for line in plan.lines(mirror):
+        print(f"data: {line}", file=sys.stderr)
+    if plan.missing:
+        raise ValueError(
+            f"data.path: {len(plan.missing)} R2E-Gym row(s) have no image and cannot be built: "
+            f"{next(iter(plan.missing.values()))} (set data.repo_mirror)"
+        )
+    return plan.usable
 
 
 class SpineSource:
@@ -33,7 +58,7 @@ class SpineSource:
         if self._tasks is None:
             from deepswe.data.datasets import load_tasks
 
-            self._tasks = load_tasks(self.cfg.data.path)
+            self._tasks = with_images(load_tasks(self.cfg.data.path), self.cfg.data)
             if not self._tasks:
                 raise ValueError(f"data.path {self.cfg.data.path!r}: no tasks")
         return self._tasks
