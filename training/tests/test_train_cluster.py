@@ -150,11 +150,11 @@ def text_cfg(model_dir: Path, **run) -> TrainConfig:
 
 
 def episodes(run_dir: Path, step: int) -> list[dict]:
-    """A step's trajectories without their timings."""
+    """A step's trajectories without their timings (the test log's process output has some)."""
     out = []
     for line in (run_dir / f"trajectories/step-{step:06d}.jsonl").open():
         t = json.loads(line)
-        for key in ("wall_seconds", "grade_seconds"):
+        for key in ("wall_seconds", "grade_seconds", "test_log"):
             t.pop(key)
         for s in t["steps"]:
             s.pop("model_seconds"), s.pop("tool_seconds")
