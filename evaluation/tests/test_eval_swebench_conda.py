@@ -75,6 +75,8 @@ def test_scikit_learn_on_python_36_gets_the_toolchain_conda_defaults_had():
             "scipy==1.5.2",
             "cython==0.29.24",
             "pytest==6.2.4",
+            "pluggy==0.13.1",  # not today's 1.0.0.dev0, which the image's pip 21.2.2 refuses
+            "py==1.11.0",
             "pandas==1.1.5",
             "matplotlib==3.3.4",
         ]

@@ -112,6 +112,13 @@ DEFAULTS_LAST: dict[str, dict[str, str]] = {
     },
 }
 
+# What conda's solver put beside those builds, where PyPI's newest differs in a way the image's
+# pip cannot take: pytest 6.2.4 needs pluggy<1.0.0a1, which today's pip meets with the
+# pre-release 1.0.0.dev0 and the image's pip 21.2.2 refuses. Same source as DEFAULTS_LAST.
+DEFAULTS_LAST_WITH: dict[str, dict[str, list[str]]] = {
+    "3.6": {"pytest": ["pluggy==0.13.1", "py==1.11.0"]},
+}
+
 _NAME = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$")
 
 
@@ -164,6 +171,9 @@ def translate_package(spec: str, python: str, pinned_defaults: bool) -> tuple[st
     version = pip_constraint(constraint)
     if not version and pinned_defaults and key in DEFAULTS_LAST.get(python, {}):
         version = f"=={DEFAULTS_LAST[python][key]}"
+        return "pip", " ".join(
+            [f"{pypi}{extras}{version}", *DEFAULTS_LAST_WITH.get(python, {}).get(key, [])]
+        )
     return "pip", f"{pypi}{extras}{version}"
 
 
@@ -171,7 +181,7 @@ def _add(out: CondaTranslation, step: list[str], spec: str, python: str, pinned:
     kind, what = translate_package(spec, python, pinned)
     name = _norm(_NAME.match(spec).group(1))
     if kind == "pip":
-        step.append(str(what))
+        step += str(what).split(" ")  # a defaults build may bring the pins conda put beside it
         out.apt += RUNTIME_LIBRARIES.get(_norm(CONDA_TO_PYPI.get(name, name)), [])
     elif kind == "apt":
         out.apt += list(what)
