@@ -37,16 +37,18 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError
+from deepswe.env.sandbox.admission import K8S_STARTS, Admission, gate
 from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel, ChannelSandbox
 from deepswe.env.sandbox.kubernetes_cluster import (
     api_message,
     context_setting,
     gc,
     load_configuration,
-    own_labels,
     preflight,
+    sweep_once,
 )
 from deepswe.env.sandbox.kubernetes_exec import CONTAINER, ExecRefused, ExecTransport
+from deepswe.env.sandbox.owner import SANDBOX_ID, own_labels
 
 # Pod Security "baseline": task images run as root (pip installs, apt), so "restricted"
 # (runAsNonRoot) is impossible; we drop every capability a root task image does not need.
@@ -138,10 +140,15 @@ def retry_after(exc: ApiException) -> float | None:
 
 
 class KubernetesSandbox(ChannelSandbox):
-    """A pod started from `image` with `limits`; deleted by `close()`."""
+    """A pod started from `image` with `limits`; deleted by `close()`.
+
+    Starts wait their turn at the backend's admission gate (admission.py); `queued_seconds`
+    is that wait, `ready_seconds` admission to ready.
+    """
 
     _api: k8s.ApiClient | None = None
     _pod: str | None = None
+    _counted = False
 
     def __init__(
         self,
@@ -164,11 +171,12 @@ class KubernetesSandbox(ChannelSandbox):
         # function in place, and a shared client has orphaned pods in other projects.
         self._api = k8s.ApiClient(cfg)
         self._core = k8s.CoreV1Api(self._api)
-        self.labels = {**own_labels(), **(labels or {})}
-        started = time.monotonic()
-        deadline = started + self.limits.start_timeout_s
+        self.labels = {**own_labels(), SANDBOX_ID: self.id, **(labels or {})}
+        requested = time.monotonic()
         env = os.environ.get
         try:
+            admission = self.admission()
+            sweep_once()
             body = pod_manifest(
                 self.id,
                 image,
@@ -178,9 +186,12 @@ class KubernetesSandbox(ChannelSandbox):
                 ephemeral_storage=env("DEEPSWE_K8S_EPHEMERAL_STORAGE") or "10Gi",
                 owner=env("DEEPSWE_K8S_OWNER"),
             )
-            self._pod = self.id  # from here close() deletes it, even if the create's answer is lost
-            self._create(body, deadline)
-            self._channel = self._connect(deadline)
+            with admission.slot() as admitted:
+                self.queued_seconds = admitted - requested
+                deadline = admitted + self.limits.start_timeout_s  # from admission, not the queue
+                self._pod = self.id  # from here close() deletes it, even if its answer is lost
+                self._create(body, deadline)
+                self._channel = self._connect(deadline)
         except BaseException as exc:
             self.close()
             if isinstance(exc, SandboxStartError):
@@ -190,7 +201,14 @@ class KubernetesSandbox(ChannelSandbox):
                     f"pod {self.id} from {image!r} did not start: {exc}"
                 ) from exc
             raise
-        self.ready_seconds = time.monotonic() - started
+        admission.ready()
+        self._counted = True
+        self.ready_seconds = time.monotonic() - admitted
+
+    @staticmethod
+    def admission() -> Admission:
+        """This process's start gate for the Kubernetes backend."""
+        return gate("kubernetes", lambda: K8S_STARTS)
 
     def _create(self, body: dict, deadline: float) -> None:
         """Create the pod; retry 429/5xx and lost answers; a 409 for our own name adopts it."""
@@ -219,7 +237,7 @@ class KubernetesSandbox(ChannelSandbox):
         except ApiException:
             return False
         labels = pod.metadata.labels or {}
-        return all(labels.get(k) == v for k, v in own_labels().items())
+        return all(labels.get(k) == v for k, v in {**own_labels(), SANDBOX_ID: self.id}.items())
 
     def _connect(self, deadline: float) -> Channel:
         """Once the pod is Ready, start server.py over one exec stream (handshakes retried)."""
@@ -298,6 +316,9 @@ class KubernetesSandbox(ChannelSandbox):
 
     def close(self) -> None:
         super().close()
+        if self._counted:
+            self._counted = False
+            self.admission().closed()
         if self._pod is not None:
             with contextlib.suppress(ApiException, HTTPError):
                 self._core.delete_namespaced_pod(self._pod, self.namespace, grace_period_seconds=0)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
+import threading
 from pathlib import Path
 
 from kubernetes import client as k8s
@@ -20,8 +22,9 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from deepswe.env.sandbox import SandboxStartError
+from deepswe.env.sandbox.owner import LABEL, owner_alive
 
-LABEL = "deepswe.sandbox"
+log = logging.getLogger(__name__)
 
 
 def load_configuration(
@@ -63,28 +66,6 @@ def context_setting() -> str | None:
     return os.environ.get("DEEPSWE_K8S_CONTEXT") or None
 
 
-def own_labels() -> dict[str, str]:
-    """The labels `gc` selects by: every sandbox pod, its host, its creating process."""
-    return {
-        LABEL: "1",
-        "deepswe.host": socket.gethostname()[:63],
-        "deepswe.owner-pid": str(os.getpid()),
-    }
-
-
-def owner_alive(labels: dict[str, str]) -> bool:
-    try:
-        pid = int(labels.get("deepswe.owner-pid", "0"))
-        if pid <= 0:
-            return False
-        os.kill(pid, 0)
-    except (ProcessLookupError, ValueError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def gc(
     selector: str | None = None,
     *,
@@ -113,6 +94,31 @@ def gc(
                 namespace, label_selector=label, grace_period_seconds=0
             )
     return [p.metadata.name for p in pods]
+
+
+_swept = False
+_swept_lock = threading.Lock()
+
+
+def sweep_once() -> None:
+    """Once per process, in the background: delete this host's pods whose creating process is
+    gone (a killed run's). A sweep is a courtesy; `gc` is the tool that reports failures."""
+    global _swept
+    with _swept_lock:
+        if _swept:
+            return
+        _swept = True
+
+    def sweep() -> None:
+        try:
+            gone = gc(orphans_only=True)
+        except Exception as exc:
+            log.warning("pod sweep failed: %s", exc)
+            return
+        if gone:
+            log.info("swept %d leftover sandbox pod(s)", len(gone))
+
+    threading.Thread(target=sweep, name="pod-sweep", daemon=True).start()
 
 
 def preflight() -> None:
