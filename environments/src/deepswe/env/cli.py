@@ -203,11 +203,19 @@ def gc(
         "docker", help="docker: this host's containers; kubernetes: this host's pods (KUBECONFIG)"
     ),
     selector: str = typer.Option(
-        None, help="kubernetes: a label selector instead of this host's pods, e.g. deepswe.host=h"
+        None,
+        help="Only sandboxes with these labels, e.g. deepswe.run=abc (comma: and); kubernetes: "
+        "a label selector instead of this host's pods",
     ),
+    max_seconds: float = typer.Option(
+        300.0, help="docker: start no removal after this many seconds (run again to continue)"
+    ),
+    parallel: int = typer.Option(8, min=1, help="docker: removals in flight at once"),
+    call_timeout: float = typer.Option(30.0, help="docker: seconds each engine call may take"),
 ) -> None:
     """Remove sandboxes whose creating process is gone (containers, or pods with --backend
-    kubernetes); --all removes live ones too."""
+    kubernetes); --all removes live ones too. Docker: exit 1 naming what could not be removed
+    (a second run continues with it), 2 when the engine cannot be reached."""
     if backend == "kubernetes":
         from deepswe.env.sandbox import SandboxStartError
         from deepswe.env.sandbox.kubernetes_cluster import gc as collect_pods
@@ -224,10 +232,47 @@ def gc(
     if backend != "docker":
         typer.echo(f"error: --backend: docker or kubernetes, not {backend!r}", err=True)
         raise typer.Exit(2)
-    from deepswe.env.sandbox.docker import gc as collect
+    _gc_docker(everything, _labels(selector), max_seconds, parallel, call_timeout)
 
-    removed = collect(everything=everything)
-    typer.echo(
-        f"removed {len(removed)} sandbox container(s)"
-        + (": " + " ".join(removed) if removed else "")
-    )
+
+def _labels(selector: str | None) -> dict[str, str]:
+    """`a=b,c=d` as labels; a term without `=` is refused by name."""
+    labels = {}
+    for term in filter(None, (selector or "").split(",")):
+        key, eq, value = term.partition("=")
+        if not eq or not key.strip():
+            typer.echo(f"error: --selector: {term!r} is not label=value", err=True)
+            raise typer.Exit(2)
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def _gc_docker(
+    everything: bool, labels: dict[str, str], max_seconds: float, parallel: int, timeout: float
+) -> None:
+    from deepswe.env.sandbox import SandboxError
+    from deepswe.env.sandbox.docker_gc import collect, state_file
+
+    shown = {"at": 0.0}
+
+    def progress(done: int, total: int) -> None:
+        if done == total or time.monotonic() - shown["at"] >= 1.0:
+            shown["at"] = time.monotonic()
+            typer.echo(f"gc: {done}/{total} dealt with", err=True)
+
+    try:
+        report = collect(
+            everything=everything, selector=labels, parallel=parallel, call_timeout_s=timeout,
+            max_seconds=max_seconds, progress=progress, state=state_file(),
+        )  # fmt: skip
+    except SandboxError as exc:  # no engine at all
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    lines = report.lines()
+    typer.echo(lines[0] + (": " + " ".join(report.removed) if report.removed else ""))
+    for line in lines[1:]:
+        typer.echo(line, err=True)
+    if report.list_error and not report.removed and not report.failed and not report.left:
+        raise typer.Exit(2)
+    if not report.complete:
+        raise typer.Exit(1)

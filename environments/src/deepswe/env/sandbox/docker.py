@@ -1,17 +1,21 @@
-"""Docker sandboxes: one container per sandbox, limits on by default, one exec stream for all calls.
+"""Docker sandboxes: one container per sandbox, limits on by default, one stream for all calls.
 
-Lifecycle (create, copy in, remove) goes through the docker SDK; commands go through server.py
-started once with `docker exec -i`, so a tool call costs one JSON message, not a new exec.
-Every container carries labels so `gc()` can remove what a crashed run left behind.
+A start waits its turn at the backend's admission gate (admission.py), then makes a container
+whose main process is server.py, attached to before it starts (docker_attach.py): create,
+attach, start, the helper's handshake. Every container carries labels naming its host, its
+owner process and its own id from the create call on, so nothing is orphaned: a create whose
+answer is lost is found by its id and removed (docker_reaper.py), a killed owner's containers
+stop and are removed by the engine (auto-remove), and what is left anyway is swept by the next
+process's first start and by `gc` (docker_gc.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import socket
+import shlex
 import tarfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,27 +24,29 @@ import docker
 import docker.errors
 
 from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError
+from deepswe.env.sandbox.admission import DOCKER_STARTS_PER_CPU, Admission, gate
 from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel, ChannelSandbox
+from deepswe.env.sandbox.docker_attach import AttachTransport
+from deepswe.env.sandbox.docker_engine import NO_ANSWER, engine, engine_cpus, engine_host
+from deepswe.env.sandbox.docker_gc import collect, sweep_once
+from deepswe.env.sandbox.docker_reaper import REAPER, made_on
 from deepswe.env.sandbox.offline import ensure_offline_network
+from deepswe.env.sandbox.owner import LABEL, SANDBOX_ID, own_labels
 
-LABEL = "deepswe.sandbox"
-HELPER_DIR = "/opt/deepswe"
-_client: docker.DockerClient | None = None
+# Reads exactly len(server.py) bytes of stdin as the helper's source, then runs it on the same
+# stdin (the Kubernetes backend starts it the same way): nothing is copied in before start.
+BOOTSTRAP = (
+    "import sys; src = sys.stdin.buffer.read({n}); "
+    "exec(compile(src, '/opt/deepswe/server.py', 'exec'))"
+)
+CALL_TIMEOUT_S = 30.0  # removals, copies and inspections
+STOPS_IN_FLIGHT = 8  # removals at once: teardown of a fleet must not starve its starts
+_stops = threading.BoundedSemaphore(STOPS_IN_FLIGHT)
 
 
 def client() -> docker.DockerClient:
-    """One SDK client per process, with a pool large enough for many sandboxes at once."""
-    global _client
-    if _client is None:
-        try:
-            _client = docker.from_env(timeout=300, max_pool_size=128)
-            _client.ping()
-        except docker.errors.DockerException as exc:
-            _client = None
-            raise SandboxStartError(
-                f"no Docker engine answers ({exc}); run `make engine` or start dockerd"
-            ) from exc
-    return _client
+    """The SDK client for long engine work (image builds): the SDK's 300 s read timeout."""
+    return engine(300.0)
 
 
 def _network_mode(lim: SandboxLimits) -> str | None:
@@ -52,18 +58,12 @@ def _network_mode(lim: SandboxLimits) -> str | None:
     return ensure_offline_network(client())
 
 
-_host_cpus: int | None = None
-
-
 def _cpu_options(lim: SandboxLimits) -> dict:
     """A CFS quota of `lim.cpus`; with none, a CPU weight of the engine's core count (cgroup
     v1 tools such as pylint's read cpu.shares / 1024 as the CPUs they may use)."""
-    global _host_cpus
     if lim.cpus is not None:
         return {"nano_cpus": int(lim.cpus * 1e9)}
-    if _host_cpus is None:
-        _host_cpus = int(client().info().get("NCPU") or os.cpu_count() or 1)
-    return {"cpu_shares": 1024 * _host_cpus}
+    return {"cpu_shares": 1024 * engine_cpus()}
 
 
 def _tar_of(src: Path, arcname: str) -> bytes:
@@ -74,7 +74,13 @@ def _tar_of(src: Path, arcname: str) -> bytes:
 
 
 class DockerSandbox(ChannelSandbox):
-    """A container started from `image` with `limits`; closed (removed) by `close()`."""
+    """A container started from `image` with `limits`; closed (removed) by `close()`.
+
+    `queued_seconds`: the wait for admission; `ready_seconds`: admission to ready.
+    """
+
+    _cid: str | None = None
+    _counted = False
 
     def __init__(
         self,
@@ -88,72 +94,105 @@ class DockerSandbox(ChannelSandbox):
         self.image = image
         self.workdir = workdir
         self.id = f"deepswe-{uuid.uuid4().hex[:12]}"
-        self._container = None
+        self._engine = engine_host()
         self._channel: Channel | None = None
-        started = time.monotonic()
+        self._sent_create = False
+        requested = time.monotonic()
         try:
-            self._container = self._create(labels or {})
-            self.copy_in(SERVER_SOURCE, f"{HELPER_DIR}/server.py")
-            self._channel = Channel(
-                [
-                    "docker",
-                    "exec",
-                    "-i",
-                    self._container.id,
-                    "python3",
-                    "-u",
-                    f"{HELPER_DIR}/server.py",
-                ],
-                ready_timeout_s=self.limits.start_timeout_s,
-            )
+            admission = self.admission()
+            sweep_once()
+            with admission.slot() as admitted:
+                self.queued_seconds = admitted - requested
+                self._start(labels or {}, admitted + self.limits.start_timeout_s)
         except BaseException as exc:
             self.close()
             if isinstance(exc, SandboxStartError):
                 raise
-            if isinstance(exc, (docker.errors.DockerException, SandboxDied, OSError)):
+            if isinstance(exc, (docker.errors.DockerException, SandboxDied, *NO_ANSWER)):
                 raise SandboxStartError(f"sandbox from {image!r} did not start: {exc}") from exc
             raise
-        self.ready_seconds = time.monotonic() - started
+        admission.ready()
+        self._counted = True
+        self.ready_seconds = time.monotonic() - admitted
 
-    def _create(self, labels: dict[str, str]):
+    @staticmethod
+    def admission() -> Admission:
+        """This process's start gate for the Docker backend."""
+        return gate("docker", lambda: DOCKER_STARTS_PER_CPU * engine_cpus())
+
+    def _start(self, labels: dict[str, str], deadline: float) -> None:
+        """create, attach, start, handshake; each call bounded by the start's timeout."""
         lim = self.limits
+        api = engine(lim.start_timeout_s).api
+        host_config = api.create_host_config(
+            init=True,  # reap orphans: zombies would count against the pids limit
+            auto_remove=True,  # the helper exits when our stream closes: the engine cleans up
+            network_mode=_network_mode(lim),
+            mem_limit=lim.memory,
+            memswap_limit=lim.memory,
+            pids_limit=lim.pids,
+            security_opt=["no-new-privileges"],
+            log_config={"type": "none"},  # the protocol is not a log: no json-file writes
+            **_cpu_options(lim),
+        )
+        source = SERVER_SOURCE.read_bytes()
+        made_on(self._engine)
+        self._sent_create = True
         try:
             # create + start, never run: `run` pulls a missing image from a registry.
-            container = client().containers.create(
+            created = api.create_container(
                 self.image,
-                command=["sleep", "infinity"],
+                command=["python3", "-u", "-c", BOOTSTRAP.format(n=len(source))],
+                stdin_open=True,  # with attach-before-start: stdin-once, as `docker run -i`
                 name=self.id,
-                init=True,  # reap orphans: zombies would count against the pids limit
-                network_mode=_network_mode(lim),
-                **_cpu_options(lim),
-                mem_limit=lim.memory,
-                memswap_limit=lim.memory,
-                pids_limit=lim.pids,
-                security_opt=["no-new-privileges"],
-                labels={
-                    LABEL: "1",
-                    "deepswe.host": socket.gethostname(),
-                    "deepswe.owner-pid": str(os.getpid()),
-                    **labels,
-                },
+                labels={**own_labels(), SANDBOX_ID: self.id, **labels},
+                host_config=host_config,
             )
         except docker.errors.ImageNotFound as exc:
+            self._sent_create = False  # refused: nothing was made
             raise SandboxStartError(
                 f"image {self.image!r} is not on this engine; build it first (deepswe-env build)"
             ) from exc
-        self._container = container  # so close() removes it if start fails
-        container.start()
-        return container
+        self._cid = created["Id"]
+        sock = api.attach_socket(
+            self._cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
+        transport = AttachTransport(sock, self._why_gone)
+        try:
+            api.start(self._cid)
+            transport.send(source)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SandboxStartError(
+                    f"sandbox {self.id} was not ready within {lim.start_timeout_s:.0f}s "
+                    "of its admission"
+                )
+            self._channel = Channel(transport, ready_timeout_s=left)
+        except BaseException:
+            transport.close()
+            raise
+
+    def _why_gone(self) -> str:
+        """What the engine says of the container, for a death message."""
+        try:
+            state = engine(CALL_TIMEOUT_S, self._engine).api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound:
+            return "the container is gone: it exited or was removed"
+        except (docker.errors.APIError, *NO_ANSWER) as exc:
+            return f"the engine did not say what became of the container: {exc}"
+        oom = ", killed for memory" if state.get("OOMKilled") else ""
+        return f"container {state.get('Status')}, exit code {state.get('ExitCode')}{oom}"
 
     def copy_in(self, src: Path, dest: str) -> None:
         """Copy a host file or folder to `dest` (its parent is created)."""
-        if self._container is None:
+        if self._cid is None or self._channel is None:
             raise SandboxDied(f"sandbox {self.id} is closed")
         parent, name = os.path.split(dest.rstrip("/"))
+        self.run(f"mkdir -p {shlex.quote(parent or '/')}")
         try:
-            self._container.exec_run(["mkdir", "-p", parent or "/"])
-            ok = self._container.put_archive(parent or "/", _tar_of(Path(src), name))
-        except docker.errors.APIError as exc:
+            api = engine(CALL_TIMEOUT_S, self._engine).api
+            ok = api.put_archive(self._cid, parent or "/", _tar_of(Path(src), name))
+        except (docker.errors.APIError, *NO_ANSWER) as exc:
             raise SandboxDied(f"copy into {self.id} failed: {exc}") from exc
         if not ok:
             raise SandboxDied(f"copy into {self.id} failed")
@@ -164,33 +203,34 @@ class DockerSandbox(ChannelSandbox):
         return gc()
 
     def close(self) -> None:
+        """End the stream (the helper exits) and remove the container; never raises for the
+        engine: what cannot be removed now is the reaper's."""
         super().close()
-        if self._container is not None:
-            with contextlib.suppress(docker.errors.NotFound):
-                self._container.remove(force=True)
-            self._container = None
+        if self._counted:
+            self._counted = False
+            self.admission().closed()
+        if not self._sent_create:
+            return
+        self._sent_create = False
+        with _stops:
+            try:
+                engine(CALL_TIMEOUT_S, self._engine).api.remove_container(self.id, force=True)
+                found = True
+            except docker.errors.NotFound:
+                found = self._cid is not None  # never answered: it may land yet
+            except docker.errors.APIError as exc:
+                found = exc.status_code == 409 and "in progress" in str(exc)
+            except NO_ANSWER:
+                found = False
+        if not found:
+            REAPER.lost(self.id, self._engine)
+        self._cid = None
 
 
 def gc(*, everything: bool = False) -> list[str]:
-    """Remove sandbox containers left by crashed runs on this host (all of them if `everything`).
+    """Remove sandbox containers left by crashed runs on this host (all of them if
+    `everything`); their names. `docker_gc.collect` says more (what could not be removed)."""
+    return collect(everything=everything).removed
 
-    A container is left over when the process that created it is gone.
-    """
-    removed = []
-    host = socket.gethostname()
-    for c in client().containers.list(all=True, filters={"label": LABEL}):
-        owner_alive = False
-        if c.labels.get("deepswe.host") == host:
-            try:
-                pid = int(c.labels.get("deepswe.owner-pid", "0"))
-                if pid > 0:
-                    os.kill(pid, 0)
-                    owner_alive = True
-            except (ProcessLookupError, ValueError):
-                owner_alive = False
-            except PermissionError:
-                owner_alive = True
-        if everything or not owner_alive:
-            c.remove(force=True)
-            removed.append(c.name)
-    return removed
+
+__all__ = ["LABEL", "DockerSandbox", "client", "gc"]
