@@ -117,3 +117,21 @@ def test_a_connect_to_an_outside_address_times_out(cpu_task):
     with DockerSandbox(image, SandboxLimits(memory="512m", offline="unreachable")) as c:
         out = c.run(CONNECT.format(host="10.255.255.1"), timeout=30).stdout.split()
         assert out[0] == "OSError" and float(out[1]) < 1.0  # no interface: fails at once
+
+
+def test_where_the_host_cannot_drop_packets_auto_falls_back_and_drop_refuses(
+    monkeypatch, capsys
+):
+    """A remote engine (or a user without root): its host's iptables are out of reach."""
+    from deepswe.env.sandbox import SandboxStartError, offline
+    from deepswe.env.sandbox.docker import client
+
+    engine = client()
+    monkeypatch.setattr(offline, "_ready", None)
+    monkeypatch.setattr(offline, "_fallback_said", False)
+    monkeypatch.setenv("DOCKER_HOST", "tcp://engine.example:2376")
+    with pytest.raises(SandboxStartError, match="sandbox.offline=unreachable"):
+        offline.offline_network_mode(engine, required=True)
+    assert offline.offline_network_mode(engine, required=False) == "none"
+    assert offline.offline_network_mode(engine, required=False) == "none"
+    assert capsys.readouterr().err.count("sandboxes without network get no interface") == 1

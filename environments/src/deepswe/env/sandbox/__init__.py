@@ -44,11 +44,12 @@ class SandboxLimits(BaseModel):
     memory: str = Field("4g", description="memory limit, docker syntax (e.g. 512m, 4g)")
     pids: int = Field(1024, gt=16, description="max processes: stops fork bombs")
     network: bool = Field(False, description="network access; off unless a task asks for it")
-    offline: Literal["drop", "unreachable"] = Field(
-        "drop",
+    offline: Literal["auto", "drop", "unreachable"] = Field(
+        "auto",
         description="without network: drop (a network whose packets the host drops: a connect "
-        "hangs until its timeout, as on a machine with no route out; sandbox/offline.py) or "
-        "unreachable (no interface at all: a connect fails at once)",
+        "hangs until its timeout, as on a machine with no route out; sandbox/offline.py; needs "
+        "root on the engine's machine), unreachable (no interface at all: a connect fails at "
+        "once), or auto (drop where this host allows it, else unreachable, said once on stderr)",
     )
     command_timeout_s: float = Field(
         90.0, gt=0, description="default wall-clock limit per command (DeepSWE: 90 s per action)"

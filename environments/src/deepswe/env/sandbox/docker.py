@@ -30,7 +30,7 @@ from deepswe.env.sandbox.docker_attach import AttachTransport
 from deepswe.env.sandbox.docker_engine import NO_ANSWER, engine, engine_cpus, engine_host
 from deepswe.env.sandbox.docker_gc import collect, sweep_once
 from deepswe.env.sandbox.docker_reaper import REAPER, made_on
-from deepswe.env.sandbox.offline import ensure_offline_network
+from deepswe.env.sandbox.offline import offline_network_mode
 from deepswe.env.sandbox.owner import LABEL, SANDBOX_ID, own_labels
 
 # Reads exactly len(server.py) bytes of stdin as the helper's source, then runs it on the same
@@ -55,7 +55,7 @@ def _network_mode(lim: SandboxLimits) -> str | None:
         return None
     if lim.offline == "unreachable":
         return "none"
-    return ensure_offline_network(client())
+    return offline_network_mode(client(), required=lim.offline == "drop")
 
 
 def _cpu_options(lim: SandboxLimits) -> dict:

@@ -16,8 +16,9 @@ join this Docker bridge network instead, whose every packet the host drops:
 A connect to any address then times out; a name lookup fails after the resolver's timeout.
 
 The rules are the host's: this needs root on the machine the engine runs on (the engine is on
-a local socket). Elsewhere, `SandboxLimits.offline = "unreachable"` runs with no interface at
-all and says so in the run card. The Kubernetes backend's equivalent is the deny-all
+a local socket). `SandboxLimits.offline`: "drop" requires it; "auto" (the default) falls back to
+no interface at all where this host cannot set the rules, said once on stderr (a docker-group
+user, a remote engine); "unreachable" always runs with no interface. The Kubernetes backend's equivalent is the deny-all
 NetworkPolicy (infra/kubernetes/networkpolicy.yaml): packets dropped by the CNI.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 
 import docker.errors
@@ -107,4 +109,29 @@ def _create(client):
     return client.networks.get(NETWORK)
 
 
-__all__ = ["NETWORK", "ensure_offline_network"]
+_fallback_said = False
+
+
+def offline_network_mode(client, *, required: bool) -> str:
+    """The network mode of a sandbox without network: the offline network, or with `required`
+    false and no way to set it up here, "none" (no interface), said once on stderr."""
+    global _fallback_said
+    if _fallback_said and not required:
+        return "none"
+    try:
+        return ensure_offline_network(client)
+    except SandboxStartError as exc:
+        if required:
+            raise
+        with _lock:
+            if not _fallback_said:
+                _fallback_said = True
+                print(
+                    f"deepswe: sandboxes without network get no interface ({exc}); connects "
+                    "fail at once instead of hanging until their timeout",
+                    file=sys.stderr,
+                )
+        return "none"
+
+
+__all__ = ["NETWORK", "ensure_offline_network", "offline_network_mode"]
