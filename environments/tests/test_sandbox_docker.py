@@ -70,9 +70,10 @@ def test_missing_image_is_a_start_error():
 
 
 def test_close_removes_the_container(base_image):
+    """close() confirms the removal in the background; wait=True waits for it."""
     sb = DockerSandbox(base_image, LIMITS)
     name = sb.id
-    sb.close()
+    sb.close(wait=True)
     with pytest.raises(docker.errors.NotFound):
         client().containers.get(name)
 

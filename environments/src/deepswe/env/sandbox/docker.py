@@ -18,6 +18,7 @@ import tarfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -40,8 +41,33 @@ BOOTSTRAP = (
     "exec(compile(src, '/opt/deepswe/server.py', 'exec'))"
 )
 CALL_TIMEOUT_S = 30.0  # removals, copies and inspections
-STOPS_IN_FLIGHT = 8  # removals at once: teardown of a fleet must not starve its starts
-_stops = threading.BoundedSemaphore(STOPS_IN_FLIGHT)
+REMOVALS_IN_FLIGHT = 8  # teardown of a fleet must not starve its starts
+_removals: ThreadPoolExecutor | None = None
+_removals_lock = threading.Lock()
+
+
+def _remover() -> ThreadPoolExecutor:
+    global _removals
+    with _removals_lock:
+        if _removals is None:
+            _removals = ThreadPoolExecutor(REMOVALS_IN_FLIGHT, thread_name_prefix="sandbox-rm")
+        return _removals
+
+
+def _remove(name: str, answered: bool, host: str) -> None:
+    """Remove container `name` for good; what the engine does not confirm is the reaper's."""
+    try:
+        engine(CALL_TIMEOUT_S, host).api.remove_container(name, force=True)
+        return
+    except docker.errors.NotFound:
+        if answered:
+            return  # the engine removed it already (auto-remove)
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409 and "in progress" in str(exc):
+            return
+    except NO_ANSWER:
+        pass
+    REAPER.lost(name, host)  # never answered (it may land yet), refused, or no answer
 
 
 def client() -> docker.DockerClient:
@@ -105,7 +131,7 @@ class DockerSandbox(ChannelSandbox):
                 self.queued_seconds = admitted - requested
                 self._start(labels or {}, admitted + self.limits.start_timeout_s)
         except BaseException as exc:
-            self.close()
+            self.close(wait=True)  # a failed start has nothing of its own left when it raises
             if isinstance(exc, SandboxStartError):
                 raise
             if isinstance(exc, (docker.errors.DockerException, SandboxDied, *NO_ANSWER)):
@@ -202,9 +228,11 @@ class DockerSandbox(ChannelSandbox):
         """Remove this host's sandbox containers whose creating process is gone."""
         return gc()
 
-    def close(self) -> None:
-        """End the stream (the helper exits) and remove the container; never raises for the
-        engine: what cannot be removed now is the reaper's."""
+    def close(self, *, wait: bool = False) -> None:
+        """End the stream: the helper exits and the engine removes the container. Its removal
+        is also confirmed in the background (at most REMOVALS_IN_FLIGHT at once; `wait`: here),
+        so a closing episode does not wait on the engine; never raises for the engine: what it
+        does not confirm is the reaper's."""
         super().close()
         if self._counted:
             self._counted = False
@@ -212,19 +240,10 @@ class DockerSandbox(ChannelSandbox):
         if not self._sent_create:
             return
         self._sent_create = False
-        with _stops:
-            try:
-                engine(CALL_TIMEOUT_S, self._engine).api.remove_container(self.id, force=True)
-                found = True
-            except docker.errors.NotFound:
-                found = self._cid is not None  # never answered: it may land yet
-            except docker.errors.APIError as exc:
-                found = exc.status_code == 409 and "in progress" in str(exc)
-            except NO_ANSWER:
-                found = False
-        if not found:
-            REAPER.lost(self.id, self._engine)
+        job = _remover().submit(_remove, self.id, self._cid is not None, self._engine)
         self._cid = None
+        if wait:
+            job.result()
 
 
 def gc(*, everything: bool = False) -> list[str]:
