@@ -287,3 +287,39 @@ def test_the_next_process_s_first_start_sweeps_a_killed_one_s_sandboxes(base_ima
     )
     assert out.returncode == 0, out.stderr
     assert _containers(run_label) == []
+
+
+@pytest.mark.docker
+def test_kubernetes_starts_wait_at_their_own_gate(base_image, k8s_cluster):
+    """Against the test API server: with one slot, two pods asked for at once start one after
+    the other, and the gate's status says so."""
+    from deepswe.env.sandbox.kubernetes import KubernetesSandbox
+
+    gate = KubernetesSandbox.admission()
+    limit, seen = gate.limit, []
+    stop = gate.watch(seen.append)
+    gate.set_limit(1)
+    boxes: list = []
+
+    def start() -> None:
+        boxes.append(
+            KubernetesSandbox(base_image, LIMITS, workdir="/", kubeconfig=k8s_cluster.kubeconfig)
+        )
+
+    try:
+        threads = [threading.Thread(target=start) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        gate.set_limit(limit)
+        stop()
+    try:
+        assert len(boxes) == 2
+        assert max(s.starting for s in seen) == 1 and max(s.queued for s in seen) == 1
+        assert max(s.ready for s in seen) >= 2
+        assert sorted(round(b.queued_seconds, 1) > 0 for b in boxes) == [False, True]
+    finally:
+        for b in boxes:
+            b.close()
