@@ -176,7 +176,7 @@ class KubernetesSandbox(ChannelSandbox):
         env = os.environ.get
         try:
             admission = self.admission()
-            sweep_once()
+            sweep_once(kubeconfig, context or context_setting())
             body = pod_manifest(
                 self.id,
                 image,

@@ -96,22 +96,23 @@ def gc(
     return [p.metadata.name for p in pods]
 
 
-_swept = False
+_swept: set[tuple[str | None, str | None]] = set()
 _swept_lock = threading.Lock()
 
 
-def sweep_once() -> None:
-    """Once per process, in the background: delete this host's pods whose creating process is
-    gone (a killed run's). A sweep is a courtesy; `gc` is the tool that reports failures."""
-    global _swept
+def sweep_once(kubeconfig: str | None = None, context: str | None = None) -> None:
+    """Once per process and cluster, in the background: delete this host's pods whose creating
+    process is gone (a killed run's). A sweep is a courtesy; `gc` is the tool that reports
+    failures."""
+    key = (kubeconfig, context)
     with _swept_lock:
-        if _swept:
+        if key in _swept:
             return
-        _swept = True
+        _swept.add(key)
 
     def sweep() -> None:
         try:
-            gone = gc(orphans_only=True)
+            gone = gc(orphans_only=True, kubeconfig=kubeconfig, context=context)
         except Exception as exc:
             log.warning("pod sweep failed: %s", exc)
             return
