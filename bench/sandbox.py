@@ -1,7 +1,8 @@
 """Sandbox overheads: ours against a harness without a resident helper, Docker and Kubernetes.
 
 Baselines (what a harness that execs once per command does):
-- "raw docker": `docker run -d ... sleep infinity`, one `docker exec` per command, `docker rm -f`.
+- "raw docker": `docker run -d ... sleep infinity` on the same offline network as ours, one
+  `docker exec` per command, `docker rm -f`.
 - "k8s exec/cmd": a pod from the same spec, one `pods/exec` per command through the client's
   `stream()` helper (as R2E-Gym's pod backend does), then delete.
 Ours: DockerSandbox / KubernetesSandbox: one helper stream per sandbox, one JSON message per
@@ -25,7 +26,8 @@ from pathlib import Path
 
 from deepswe.env.images import ensure_base_image
 from deepswe.env.sandbox import SandboxLimits
-from deepswe.env.sandbox.docker import DockerSandbox
+from deepswe.env.sandbox.docker import DockerSandbox, client
+from deepswe.env.sandbox.offline import ensure_offline_network
 
 COMMANDS = ["true", "ls /usr/lib > /dev/null", "python3 -c 'print(1)'", "cat /etc/os-release"]
 METRICS = ["ready (s)", "per tool call (ms)", "teardown (s)"]
@@ -51,8 +53,10 @@ def _timed(start, call, stop) -> Round:
 
 
 def raw_docker(image: str) -> Round:
+    network = ensure_offline_network(client())
+
     def start() -> str:
-        cid = _docker("run", "-d", "--init", "--network", "none", image, "sleep", "infinity")
+        cid = _docker("run", "-d", "--init", "--network", network, image, "sleep", "infinity")
         _docker("exec", cid.strip(), "true")  # ready = first command answered, as for ours
         return cid.strip()
 
@@ -64,10 +68,12 @@ def raw_docker(image: str) -> Round:
 
 
 def ours(cls, image: str, **kw) -> Round:
+    # Docker's close() confirms the removal in the background; teardown waits for it here, to
+    # compare with `docker rm -f`.
     return _timed(
         lambda: cls(image, SandboxLimits(), workdir="/", **kw),
         lambda sb, cmd: sb.run(cmd),
-        lambda sb: sb.close(),
+        lambda sb: sb.close(wait=True) if isinstance(sb, DockerSandbox) else sb.close(),
     )
 
 
