@@ -174,11 +174,14 @@ class DockerSandbox(ChannelSandbox):
                 labels={**own_labels(), SANDBOX_ID: self.id, **labels},
                 host_config=host_config,
             )
-        except docker.errors.ImageNotFound as exc:
-            self._sent_create = False  # refused: nothing was made
-            raise SandboxStartError(
-                f"image {self.image!r} is not on this engine; build it first (deepswe-env build)"
-            ) from exc
+        except docker.errors.APIError as exc:
+            self._sent_create = False  # the engine answered, refusing: nothing was made
+            if isinstance(exc, docker.errors.ImageNotFound):
+                raise SandboxStartError(
+                    f"image {self.image!r} is not on this engine; build it first "
+                    "(deepswe-env build)"
+                ) from exc
+            raise
         self._cid = created["Id"]
         sock = api.attach_socket(
             self._cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
