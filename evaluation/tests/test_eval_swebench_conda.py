@@ -189,6 +189,11 @@ def test_matplotlibs_own_freetype_download_comes_from_the_mirror(tmp_path):
     old = _repo(tmp_path / "m30", {"setupext.py": "options['local_freetype'] = False\n"})
     task30 = swebench_row_to_task(_row("matplotlib/matplotlib", "3.0", old))
     assert build_downloads(task30, tmp_path / "m30", mirror).files == []
+    # matplotlib 3.0-3.1's `develop` also downloads jquery-ui: named, not built
+    jq = _repo(tmp_path / "mjq", {"setup.py": "def _download_jquery_to(dest): pass\n"})
+    taskjq = swebench_row_to_task(_row("matplotlib/matplotlib", "3.1", jq))
+    with pytest.raises(UnservedDownload, match="jquery-ui-1.12.1.zip"):
+        build_downloads(taskjq, tmp_path / "mjq", mirror)
 
 
 def _row(repo: str, version: str, base: str, tests: list[str] | None = None, n: int = 1):

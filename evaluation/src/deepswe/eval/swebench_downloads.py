@@ -17,7 +17,9 @@ are drawn with. Ours builds offline, so the host fetches the same artefacts firs
 |                                            | its autogen.sh (Debian's autoconf, automake,     |
 |                                            | libtool): no registry has the release tarball    |
 
-A download not in this table leaves the instance unsupported_env, naming the URL.
+A download not in this table leaves the instance unsupported_env, naming the URL: matplotlib
+3.0-3.1's build also fetches jquery-ui-1.12.1.zip (unsupported_env for now; their own sdists on
+PyPI carry the extracted folder).
 """
 
 from __future__ import annotations
@@ -100,6 +102,13 @@ def pre_install(commands: list[str], debian_mirror: str) -> Downloads:
     return out
 
 
+def _show(repo_dir: Path, commit: str, path: str) -> str:
+    res = subprocess.run(
+        ["git", "-C", str(repo_dir), "show", f"{commit}:{path}"], capture_output=True, text=True
+    )
+    return res.stdout if res.returncode == 0 else ""
+
+
 def _freetype_version(setupext: str) -> str | None:
     """The FreeType matplotlib builds itself (3.1 and later: system_freetype defaults off)."""
     if "system_freetype" not in setupext:
@@ -117,12 +126,16 @@ def build_downloads(task: Task, repo_dir: Path | None, mirror: Path | None) -> D
     if task.repo != "matplotlib/matplotlib" or repo_dir is None:
         return Downloads()
     commit = task.environment_setup_commit or task.base_commit
-    res = subprocess.run(
-        ["git", "-C", str(repo_dir), "show", f"{commit}:setupext.py"],
-        capture_output=True,
-        text=True,
-    )
-    version = _freetype_version(res.stdout) if res.returncode == 0 else None
+    if "_download_jquery_to" in _show(repo_dir, commit, "setup.py"):
+        # matplotlib 3.0-3.1's `develop` fetches jqueryui.com's jquery-ui-1.12.1.zip. Its own
+        # sdists of those releases carry the extracted folder (their sdist_with_jquery), so
+        # PyPI serves the same files; not wired in yet.
+        raise UnservedDownload(
+            "its build downloads jquery-ui-1.12.1.zip (matplotlib's own 3.0/3.1 sdists carry "
+            "it; not served here yet)"
+        )
+    setupext = _show(repo_dir, commit, "setupext.py")
+    version = _freetype_version(setupext) if setupext else None
     if version is None:
         return Downloads()
     clone = Path(mirror) / FREETYPE_MIRROR if mirror else None
