@@ -168,7 +168,10 @@ def _progress(stop: threading.Event) -> None:
 def _clean(label: str) -> str:
     t0 = time.monotonic()
     report = collect(everything=True, selector={BENCH: RUN}, max_seconds=900, call_timeout_s=60)
-    left = _mine()
+    left, until = _mine(), time.monotonic() + 10
+    while left and time.monotonic() < until:  # removals the engine had in progress finish
+        time.sleep(0.5)
+        left = _mine()
     return f"{label}: removed {len(report.removed)} in {time.monotonic() - t0:.1f}s, {left} left"
 
 
@@ -268,6 +271,7 @@ class TimedDockerSandbox(DockerSandbox):
             super().__init__(*args, **{"labels": {BENCH: RUN}, **kwargs})
         finally:
             _episode.start += time.monotonic() - t0
+            _episode.starts += 1
 
     def close(self) -> None:
         t0 = time.monotonic()
@@ -291,16 +295,17 @@ def rollout(args) -> None:
     tasks = make_toy_tasks(root, n=4)
     image = ensure_task_image(tasks[0], log=lambda _: None)
 
-    def episode(k: int) -> tuple[float, float, float, str]:
+    def episode(k: int) -> tuple[float, float, float, int, str]:
         task = tasks[k % len(tasks)]
         _episode.start = _episode.close = 0.0
+        _episode.starts = 0
         t0 = time.monotonic()
         traj = run_task(
             task, make_policy(PolicySpec(name="gold"), task, k),
             backend="__main__:TimedDockerSandbox", sandbox_limits=limits,
         )  # fmt: skip
         took = time.monotonic() - t0
-        return took, _episode.start, _episode.close, traj.outcome.value
+        return took, _episode.start, _episode.close, _episode.starts, traj.outcome.value
 
     stop = threading.Event()
     threading.Thread(target=_progress, args=(stop,), daemon=True).start()
@@ -319,9 +324,15 @@ def rollout(args) -> None:
         f"{per_ep:.2f} s, of which sandbox starts (queue included) {start:.2f} s, closes "
         f"{close:.2f} s"
     )
+    starts = sum(d[3] for d in done)
     print(
         f"  ideal (sandboxes free): {ideal:.3f} episodes/s; measured / ideal "
         f"{args.episodes / wall / ideal:.2f}"
+    )
+    print(
+        f"  sandboxes started: {starts / len(done):.1f} an episode, {starts / wall:.2f} starts/s "
+        f"(the engine's ceiling: `sweep`'s best starts/s); episodes/s at that ceiling = "
+        f"starts/s / {starts / len(done):.1f}"
     )
 
 
