@@ -189,11 +189,41 @@ def test_matplotlibs_own_freetype_download_comes_from_the_mirror(tmp_path):
     old = _repo(tmp_path / "m30", {"setupext.py": "options['local_freetype'] = False\n"})
     task30 = swebench_row_to_task(_row("matplotlib/matplotlib", "3.0", old))
     assert build_downloads(task30, tmp_path / "m30", mirror).files == []
-    # matplotlib 3.0-3.1's `develop` also downloads jquery-ui: named, not built
-    jq = _repo(tmp_path / "mjq", {"setup.py": "def _download_jquery_to(dest): pass\n"})
+    # matplotlib 3.0-3.1's `develop` also downloads jquery-ui: taken from matplotlib's sdist,
+    # put where `develop` looks before downloading, beside 3.1's FreeType
+    jq = _repo(
+        tmp_path / "mjq",
+        {
+            "setup.py": "def _download_jquery_to(dest): pass\n",
+            "setupext.py": "options['system_freetype'] = False\nLOCAL_FREETYPE_VERSION = '2.6.1'\n",
+        },
+    )
     taskjq = swebench_row_to_task(_row("matplotlib/matplotlib", "3.1", jq))
-    with pytest.raises(UnservedDownload, match="jquery-ui-1.12.1.zip"):
-        build_downloads(taskjq, tmp_path / "mjq", mirror)
+    out = build_downloads(taskjq, tmp_path / "mjq", mirror)
+    assert [f.name for f in out.files] == ["matplotlib-3.1.3.tar.gz", "freetype-2.6.1.tar.gz"]
+    sdist = out.files[0]
+    assert sdist.url.startswith("https://files.pythonhosted.org/") and len(sdist.sha256) == 64
+    assert "jquery-ui-1.12.1.zip" in sdist.stands_for
+    # the command, run on a tarball in the sdist's layout, leaves the folder and nothing else
+    files, testbed = tmp_path / "files", tmp_path / "testbed"
+    top = files / "matplotlib-3.1.3" / "lib/matplotlib/backends/web_backend"
+    (top / "jquery-ui-1.12.1/images").mkdir(parents=True)
+    (top / "jquery-ui-1.12.1/jquery-ui.min.js").write_text("/* jquery-ui */")
+    (top / "jquery-ui-1.12.1/images/ui-icons.png").write_bytes(b"png")
+    (top / "all_figures.html").write_text("not taken")
+    subprocess.run(
+        ["tar", "-czf", "matplotlib-3.1.3.tar.gz", "matplotlib-3.1.3"], cwd=files, check=True
+    )
+    testbed.mkdir()
+    cmd = out.commands[0].replace("/deepswe-files", str(files))
+    subprocess.run(["bash", "-c", cmd], cwd=testbed, check=True)
+    web = testbed / "lib/matplotlib/backends/web_backend"
+    assert sorted(p.relative_to(web).as_posix() for p in web.rglob("*")) == [
+        "jquery-ui-1.12.1",
+        "jquery-ui-1.12.1/images",
+        "jquery-ui-1.12.1/images/ui-icons.png",
+        "jquery-ui-1.12.1/jquery-ui.min.js",
+    ]
 
 
 def _row(repo: str, version: str, base: str, tests: list[str] | None = None, n: int = 1):

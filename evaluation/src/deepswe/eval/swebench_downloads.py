@@ -16,10 +16,14 @@ are drawn with. Ours builds offline, so the host fetches the same artefacts firs
 |                                            | build/freetype-2.6.1 with its configure made by  |
 |                                            | its autogen.sh (Debian's autoconf, automake,     |
 |                                            | libtool): no registry has the release tarball    |
+| jqueryui.com jquery-ui-1.12.1.zip          | matplotlib 3.1.3's sdist on PyPI (sha256         |
+| (matplotlib 3.0-3.1's `develop`)           | db3121f1...): its sdist command extracted that   |
+|                                            | zip into lib/matplotlib/backends/web_backend/    |
+|                                            | jquery-ui-1.12.1/, the folder `develop` writes   |
+|                                            | and skips the download for when present (3.0.3's |
+|                                            | sdist holds the same 23 entries, byte for byte)  |
 
-A download not in this table leaves the instance unsupported_env, naming the URL: matplotlib
-3.0-3.1's build also fetches jquery-ui-1.12.1.zip (unsupported_env for now; their own sdists on
-PyPI carry the extracted folder).
+A download not in this table leaves the instance unsupported_env, naming the URL.
 """
 
 from __future__ import annotations
@@ -41,6 +45,18 @@ REGISTRY_COPIES: dict[str, tuple[str, str]] = {
 }
 AUTOTOOLS = ["autoconf", "automake", "libtool"]
 FREETYPE_MIRROR = "freetype__freetype"
+JQUERY_UI = "jquery-ui-1.12.1"
+WEB_BACKEND = "lib/matplotlib/backends/web_backend"
+# matplotlib's sdist that carries the extracted jquery-ui (PyPI's files.pythonhosted.org copy).
+JQUERY_SDIST = SourceFile(
+    name="matplotlib-3.1.3.tar.gz",
+    url=(
+        "https://files.pythonhosted.org/packages/be/74/"
+        "24d058c17b155d131359f1cd01e120b3954686bf8b7853172b279237e1dc/matplotlib-3.1.3.tar.gz"
+    ),
+    sha256="db3121f12fb9b99f105d1413aebaeb3d943f269f3d262b45586d12765866f0c6",
+    stands_for=f"https://jqueryui.com/resources/download/{JQUERY_UI}.zip (matplotlib's setup.py)",
+)
 _ASSIGN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)\s*$")
 _URL = re.compile(r"https?://[^\s\"']+")
 _FETCH = re.compile(r"\b(wget|curl)\b")
@@ -126,18 +142,20 @@ def build_downloads(task: Task, repo_dir: Path | None, mirror: Path | None) -> D
     if task.repo != "matplotlib/matplotlib" or repo_dir is None:
         return Downloads()
     commit = task.environment_setup_commit or task.base_commit
+    out = Downloads()
     if "_download_jquery_to" in _show(repo_dir, commit, "setup.py"):
-        # matplotlib 3.0-3.1's `develop` fetches jqueryui.com's jquery-ui-1.12.1.zip. Its own
-        # sdists of those releases carry the extracted folder (their sdist_with_jquery), so
-        # PyPI serves the same files; not wired in yet.
-        raise UnservedDownload(
-            "its build downloads jquery-ui-1.12.1.zip (matplotlib's own 3.0/3.1 sdists carry "
-            "it; not served here yet)"
+        # matplotlib 3.0-3.1's `develop` fetches jquery-ui-1.12.1.zip unless the extracted
+        # folder is already in the web backend's folder: put it there from the sdist.
+        member = f"{JQUERY_SDIST.name[: -len('.tar.gz')]}/{WEB_BACKEND}/{JQUERY_UI}"
+        out.files.append(JQUERY_SDIST)
+        out.commands.append(
+            f"mkdir -p {WEB_BACKEND} && tar -xzf {FILES}/{JQUERY_SDIST.name} -C {WEB_BACKEND}"
+            f" --strip-components={member.count('/')} {member}"
         )
     setupext = _show(repo_dir, commit, "setupext.py")
     version = _freetype_version(setupext) if setupext else None
     if version is None:
-        return Downloads()
+        return out
     clone = Path(mirror) / FREETYPE_MIRROR if mirror else None
     if clone is None or not clone.is_dir():
         raise UnservedDownload(
@@ -155,10 +173,14 @@ def build_downloads(task: Task, repo_dir: Path | None, mirror: Path | None) -> D
         f"mkdir -p build && tar -xzf {FILES}/{f.name} -C build"
         f" && (cd build/{tree} && sh autogen.sh >/dev/null)"
     )
-    return Downloads(commands=[cmd], files=[f], apt=list(AUTOTOOLS))
+    out.commands.append(cmd)
+    out.files.append(f)
+    out.apt.extend(AUTOTOOLS)
+    return out
 
 
 __all__ = [
+    "JQUERY_SDIST",
     "REGISTRY_COPIES",
     "Downloads",
     "UnservedDownload",
