@@ -7,6 +7,9 @@ included), to PyPI or its local mirror; the install tests need the Docker engine
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import tarfile
 import textwrap
 from pathlib import Path
@@ -223,3 +226,106 @@ def test_requires_python_is_checked_for_a_late_patch_release_of_the_target():
     assert requires_python_version("3.6") in SpecifierSet(">=3.6.1")
     assert requires_python_version("3.6") not in SpecifierSet(">=3.7")
     assert requires_python_version("3.9.2") == "3.9.2"
+
+
+def _iris_like(tmp_path: Path) -> tuple[Path, Path]:
+    """The shape of xarray 0.12's environment on Python 3.10 (Verified): fx-top 2.0 needs
+    fx-units>=3.1, whose releases have wheels and all pin fx-leaf==0.5; fx-top 1.0 needs
+    fx-units~=3.0.1, an sdist only; fx-leaf has sdists only, and 0.9 is the newest."""
+    src, whl = tmp_path / "src", tmp_path / "whl"
+    src.mkdir()
+    whl.mkdir()
+    for name, version, requires, folder in (
+        ("fx-top", "2.0", ["fx-units>=3.1"], whl),
+        ("fx-top", "1.0", ["fx-units~=3.0.1"], whl),
+        ("fx-units", "3.1", ["fx-leaf==0.5"], whl),
+        ("fx-units", "3.2", ["fx-leaf==0.5"], whl),
+        ("fx-units", "3.0.1", [], src),
+        ("fx-leaf", "0.5", [], src),
+        ("fx-leaf", "0.9", [], src),
+    ):
+        setup = f"""\
+            from setuptools import setup
+            setup(name="{name}", version="{version}", py_modules=["{name.replace("-", "_")}"],
+                  install_requires={requires!r})
+            """
+        _sdist(folder, name, setup, version)
+    for sdist in list(whl.glob("*.tar.gz")):  # these are wheels only
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+             "-w", str(whl), str(sdist)],
+            check=True, capture_output=True, env={**os.environ, "PIP_FIND_LINKS": ""},
+        )  # fmt: skip
+        sdist.unlink()
+    return src, whl
+
+
+def test_a_conflicts_missing_package_is_built_in_the_version_its_dependents_pin(
+    tmp_path, monkeypatch
+):
+    """pip's conflict names fx-leaf with no range; the range is read from "fx-units 3.2 depends
+    on fx-leaf==0.5", so 0.5 is built, not the newest sdist (0.9), which would not resolve."""
+    src, whl = _iris_like(tmp_path)
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{src} {whl}")
+    names = sorted(w.name for w in download_wheels(["fx-top"], tmp_path / "w", "3.9"))
+    assert names == [
+        "fx_leaf-0.5-py3-none-any.whl",
+        "fx_top-2.0-py3-none-any.whl",
+        "fx_units-3.2-py3-none-any.whl",
+    ]
+
+
+def test_a_package_with_wheels_named_by_a_conflict_is_looked_beneath(tmp_path, monkeypatch):
+    """cf-units, named by pip's conflict over xarray's environment, has cp310 wheels; what has
+    none is the antlr4 runtime its releases pin. Resolving the named package alone says so."""
+    from deepswe.env.images.wheels import _beneath
+
+    src, whl = _iris_like(tmp_path)
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{src} {whl}")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    platforms = manylinux_platforms("3.9")
+    assert _beneath(("fx-units", ""), staging, "3.9", platforms, None) == ("fx-leaf", "==0.5")
+    # a package that is itself missing is what to build
+    assert _beneath(("fx-leaf", ""), staging, "3.9", platforms, None) == ("fx-leaf", "")
+    assert list(staging.iterdir()) == []  # the probes leave nothing behind
+
+
+def test_markers_are_evaluated_for_the_targets_python_when_the_host_has_one(tmp_path, monkeypatch):
+    """pandas 1.5.3 needs numpy>=1.23.2 only on Python 3.11+; resolved by the host's 3.11 for a
+    3.10 image, that requirement applied and xarray's numpy==1.23.0 pin conflicted. Here
+    fx-marked needs fx-absent (which does not exist) only on 3.11+: for a 3.10 target it resolves
+    when a 3.10 interpreter runs pip, and would not under the host's."""
+    from deepswe.env.images.wheels import _target_interpreter, resolver_python
+
+    # pyenv's prefixes are one documented way to provide host CPythons (evaluation/README.md)
+    pythons = os.environ.get("DEEPSWE_HOST_PYTHONS") or str(Path.home() / ".pyenv/versions")
+    monkeypatch.setenv("DEEPSWE_HOST_PYTHONS", pythons)
+    _target_interpreter.cache_clear()
+    if resolver_python("3.10")[0] == sys.executable:
+        pytest.skip("no host CPython 3.10 runs this pip (DEEPSWE_HOST_PYTHONS, python3.10)")
+    whl = tmp_path / "whl"
+    whl.mkdir()
+    _sdist(
+        whl,
+        "fx-marked",
+        """\
+        from setuptools import setup
+        setup(name="fx-marked", version="1.0", py_modules=["fx_marked"],
+              install_requires=['fx-absent; python_version >= "3.11"'])
+        """,
+    )
+    sdist = whl / "fx-marked-1.0.tar.gz"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(whl), str(sdist)],
+        check=True, capture_output=True, env={**os.environ, "PIP_FIND_LINKS": ""},
+    )  # fmt: skip
+    sdist.unlink()
+    monkeypatch.setenv("PIP_FIND_LINKS", str(whl))
+    platforms = manylinux_platforms("3.10", suite="bookworm")  # a host CPython on bookworm
+    names = [w.name for w in download_wheels(["fx-marked"], tmp_path / "w", "3.10", platforms)]
+    assert names == ["fx_marked-1.0-py3-none-any.whl"]
+    if sys.version_info[:2] >= (3, 11):  # the host's own resolution would have failed
+        with pytest.raises(WheelDownloadError, match="fx-absent"):
+            download_wheels(["fx-marked"], tmp_path / "w311", "3.11")

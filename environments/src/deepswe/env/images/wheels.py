@@ -10,11 +10,21 @@ with `pip wheel`. That is only correct for pure-Python projects (the host's inte
 not the target's), so a fallback that yields anything but a `py3-none-any`-style wheel is
 refused with an error naming the package, unless the image has a compiler (`sources=True`):
 then the sdist itself goes in, and pip builds it inside the image for the image's Python.
+
+pip evaluates environment markers with the interpreter it runs under, even with
+`--python-version`: run by the host's 3.11 for a 3.10 image, pandas 1.5.3's
+`numpy>=1.23.2; python_version >= "3.11"` applies and `numpy==1.23.0` conflicts with it. So
+the resolution runs under an interpreter of the target's version when the host has one that runs
+this pip (`$DEEPSWE_HOST_PYTHONS`'s, or `python3.X` on PATH; pip 26 needs 3.10+), with this
+venv's pip on its path; otherwise under the host's, and what markers dropped is added afterwards
+(`_unmet_for_target`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -153,21 +163,15 @@ def _fill(
                 raise WheelDownloadError(f"dependency closure did not settle: {extra}")
             requirements = [*requirements, *extra]
             continue
-        missing = _NO_DIST.search(res.stdout + res.stderr) or _NO_DIST_IN_CONFLICT.search(
-            res.stdout + res.stderr
-        )
-        if (
-            missing is None
-            or missing.group(1).lower() in built
-            or len(built) >= MAX_SDIST_FALLBACKS
-        ):
+        missing = _missing_dist(res.stdout + res.stderr)
+        if missing is not None and _NO_DIST.search(res.stdout + res.stderr) is None:
+            missing = _beneath(missing, staging, python_version, platforms, env)
+        if missing is None or missing[0].lower() in built or len(built) >= MAX_SDIST_FALLBACKS:
             raise WheelDownloadError(f"pip download failed:\n{_tail(res)}")
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
-        name = missing.group(1)
-        _build_pure_wheel(
-            name, requirements, staging, sources, name + missing.group(2), env, python_version
-        )
+        name, wanted = missing
+        _build_pure_wheel(name, requirements, staging, sources, name + wanted, env, python_version)
         built.add(name.lower())
     for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
         stub.unlink()
@@ -175,6 +179,47 @@ def _fill(
     (staging / ".complete").write_text("\n".join(names))
     shutil.rmtree(cached, ignore_errors=True)
     staging.rename(cached)
+
+
+def _missing_dist(output: str) -> tuple[str, str] | None:
+    """The distribution pip found no file of for the target, and the range it wanted: from
+    "No matching distribution found for X<range>", else from a resolution conflict's
+    "no matching distributions ... X", its range read from the first "... depends on X<range>"
+    (the newest dependent's) or "" when none says."""
+    found = _NO_DIST.search(output)
+    if found:
+        return found.group(1), found.group(2)
+    found = _NO_DIST_IN_CONFLICT.search(output)
+    if found is None:
+        return None
+    name = found.group(1)
+    dep = re.search(rf"depends on {re.escape(name)}([^\s,;]*)", output, re.IGNORECASE)
+    return name, dep.group(1) if dep else ""
+
+
+def _beneath(
+    missing: tuple[str, str],
+    staging: Path,
+    python_version: str,
+    platforms: list[str],
+    env: dict[str, str] | None,
+    depth: int = 4,
+) -> tuple[str, str]:
+    """What a resolution conflict's "no matching distributions" really lacks. The conflict can
+    name a package that has wheels for the target when every release of it the resolver tried
+    needs something that has none: cf-units 3.1-3.2 have cp310 wheels and all pin
+    antlr4-python3-runtime==4.7.2, an sdist only; pip, backtracking through iris, names
+    cf-units. Resolving the named package alone (its newest release) says what is beneath it;
+    when that resolves, or names the same package, the named one is what to build."""
+    name, _ = missing
+    for _ in range(depth):
+        with _TempDir(staging / f".probe-{name}") as tmp:
+            res = _pip_download([name], tmp, python_version, platforms, env, find_links=staging)
+        deeper = None if res.returncode == 0 else _missing_dist(res.stdout + res.stderr)
+        if deeper is None or deeper[0].lower() == name.lower():
+            return missing
+        missing, name = deeper, deeper[0]
+    return missing
 
 
 _FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
@@ -234,8 +279,70 @@ def _unmet_for_target(wheel_dir: Path, python_version: str) -> list[str]:
     return [f"{r.name}{r.specifier}" for r in missing.values()]
 
 
-def _pip_download(requirements, dest: Path, python_version: str, platforms: list[str], env=None):
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check"]
+def resolver_python(python_version: str) -> list[str]:
+    """The command that runs pip for a `python_version` target: `python -m pip` of an
+    interpreter of that version with this venv's pip first on its path, or of the host's own
+    interpreter when none is found or none runs this pip (module doc)."""
+    python = _target_interpreter(python_version)
+    if python is None:
+        return [sys.executable, "-m", "pip"]
+    return ["env", f"PYTHONPATH={_pip_shim()}", python, "-m", "pip"]
+
+
+def _pip_shim() -> Path:
+    """A folder holding only this venv's pip (a link), to put first on another Python's path."""
+    import pip
+
+    shim = cache_root() / "pip-path"
+    shim.mkdir(parents=True, exist_ok=True)
+    link, target = shim / "pip", Path(pip.__file__).parent
+    if not link.is_symlink() or link.resolve() != target.resolve():
+        tmp = shim / f".pip-{os.getpid()}-{threading.get_ident()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        os.replace(tmp, link)
+    return shim
+
+
+@functools.cache
+def _target_interpreter(python_version: str) -> str | None:
+    """A host interpreter of `python_version` that runs this pip, or None (the host's own)."""
+    if python_version == f"{sys.version_info[0]}.{sys.version_info[1]}":
+        return None
+    from deepswe.env.images.hostpython import NoHostPython, host_python
+
+    candidates = []
+    with contextlib.suppress(NoHostPython, OSError):
+        candidates.append(str(host_python(python_version) / "bin" / "python3"))
+    if shutil.which(f"python{python_version}"):
+        candidates.append(shutil.which(f"python{python_version}"))
+    shim = _pip_shim()
+    for python in candidates:
+        try:  # "pip 26.3 from <shim>/pip (python 3.10)": this pip, running on that Python
+            res = subprocess.run(
+                [python, "-m", "pip", "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "PYTHONPATH": str(shim)},
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        out = res.stdout.strip()
+        if res.returncode == 0 and out.endswith(f"(python {python_version})"):
+            return python
+    return None
+
+
+def _pip_download(
+    requirements,
+    dest: Path,
+    python_version: str,
+    platforms: list[str],
+    env=None,
+    find_links: Path | None = None,
+):
+    cmd = [*resolver_python(python_version), "download", "--disable-pip-version-check"]
     cmd += [
         "--only-binary=:all:",
         "--implementation",
@@ -246,7 +353,7 @@ def _pip_download(requirements, dest: Path, python_version: str, platforms: list
     for tag in platforms:
         cmd += ["--platform", tag]
     # find-links on dest: fallback wheels built in earlier rounds satisfy the resolver.
-    cmd += ["--dest", str(dest), "--find-links", str(dest), *requirements]
+    cmd += ["--dest", str(dest), "--find-links", str(find_links or dest), *requirements]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
 
 
@@ -307,7 +414,14 @@ STUB_MARK = "0deepswestub"
 def _download_sdist(
     wanted: str, dest: Path, env: dict[str, str] | None = None, python_version: str | None = None
 ) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:  # only this package as an sdist: its build dependencies may come as wheels (a
+        # source-only numpy under --no-binary :all: is what failed cf-units' metadata step)
+        only = Requirement(wanted).name
+    except InvalidRequirement:
+        only = ":all:"
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", only]
     if python_version:  # pip allows a target Python with --no-deps: Requires-Python is honoured
         cmd += [
             "--implementation",
