@@ -119,9 +119,7 @@ def test_a_connect_to_an_outside_address_times_out(cpu_task):
         assert out[0] == "OSError" and float(out[1]) < 1.0  # no interface: fails at once
 
 
-def test_where_the_host_cannot_drop_packets_auto_falls_back_and_drop_refuses(
-    monkeypatch, capsys
-):
+def test_where_the_host_cannot_drop_packets_auto_falls_back_and_drop_refuses(monkeypatch, capsys):
     """A remote engine (or a user without root): its host's iptables are out of reach."""
     from deepswe.env.sandbox import SandboxStartError, offline
     from deepswe.env.sandbox.docker import client
