@@ -3,8 +3,11 @@ our verdict must equal swebench's own `get_eval_report` on the same test log.
 
 Needs a folder named by $DEEPSWE_VERIFIED_DIR holding `verified.jsonl` (rows in the Hugging Face
 dataset's columns) and `mirror/<owner>__<name>` git clones with the rows' commits (SWE-bench's
-own mirrors, e.g. github.com/swe-bench/django__django, hold them). Rows whose spec names a Python
-the Debian images lack need $DEEPSWE_HOST_PYTHONS (deepswe/env/images/hostpython.py).
+own mirrors, e.g. github.com/swe-bench/django__django, hold them; a clone missing objects,
+as a snapshot can, is cut above them: delete the refs that reach them and write the first
+commits after the gap to .git/shallow, as evaluation/README.md says of matplotlib's). Rows whose
+spec names a Python the Debian images lack need $DEEPSWE_HOST_PYTHONS
+(deepswe/env/images/hostpython.py).
 
 For each row: translate swebench 4.1.0's spec (deepswe.eval.swebench_env), build the images
 (timed: "build s" includes the shared layers the first row of a spec builds), grade the gold
