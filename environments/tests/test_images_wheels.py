@@ -251,13 +251,18 @@ def _iris_like(tmp_path: Path) -> tuple[Path, Path]:
             """
         _sdist(folder, name, setup, version)
     for sdist in list(whl.glob("*.tar.gz")):  # these are wheels only
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-             "-w", str(whl), str(sdist)],
-            check=True, capture_output=True, env={**os.environ, "PIP_FIND_LINKS": ""},
-        )  # fmt: skip
-        sdist.unlink()
+        _as_wheel(sdist)
     return src, whl
+
+
+def _as_wheel(sdist: Path) -> None:
+    """Replace a pure sdist by its py3-none-any wheel, in the same folder."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(sdist.parent), str(sdist)],
+        check=True, capture_output=True, env={**os.environ, "PIP_FIND_LINKS": ""},
+    )  # fmt: skip
+    sdist.unlink()
 
 
 def test_a_conflicts_missing_package_is_built_in_the_version_its_dependents_pin(
@@ -315,13 +320,7 @@ def test_markers_are_evaluated_for_the_targets_python_when_the_host_has_one(tmp_
               install_requires=['fx-absent; python_version >= "3.11"'])
         """,
     )
-    sdist = whl / "fx-marked-1.0.tar.gz"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(whl), str(sdist)],
-        check=True, capture_output=True, env={**os.environ, "PIP_FIND_LINKS": ""},
-    )  # fmt: skip
-    sdist.unlink()
+    _as_wheel(whl / "fx-marked-1.0.tar.gz")
     monkeypatch.setenv("PIP_FIND_LINKS", str(whl))
     platforms = manylinux_platforms("3.10", suite="bookworm")  # a host CPython on bookworm
     names = [w.name for w in download_wheels(["fx-marked"], tmp_path / "w", "3.10", platforms)]
