@@ -328,3 +328,15 @@ def test_markers_are_evaluated_for_the_targets_python_when_the_host_has_one(tmp_
     if sys.version_info[:2] >= (3, 11):  # the host's own resolution would have failed
         with pytest.raises(WheelDownloadError, match="fx-absent"):
             download_wheels(["fx-marked"], tmp_path / "w311", "3.11")
+
+
+def test_finding_the_resolver_leaves_setuptools_distutils_in_place():
+    """Importing pip in-process switches off setuptools' distutils shim (its _distutils_hack),
+    and megatron's setuptools import then failed in the same test process."""
+    code = (
+        "from deepswe.env.images.wheels import resolver_python\n"
+        "resolver_python('3.10'); resolver_python('3.9')\n"
+        "import setuptools, distutils.core\n"
+        "assert '_distutils' in distutils.core.__file__, distutils.core.__file__\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)

@@ -289,13 +289,26 @@ def resolver_python(python_version: str) -> list[str]:
     return ["env", f"PYTHONPATH={_pip_shim()}", python, "-m", "pip"]
 
 
+@functools.cache
+def _pip_package() -> Path:
+    """This interpreter's pip package folder, asked of a child process: importing pip here would
+    switch off setuptools' distutils shim for the rest of the process (its _distutils_hack does
+    so on `import pip`), and setuptools imported later fails on the standard library's."""
+    res = subprocess.run(
+        [sys.executable, "-c", "import os, pip; print(os.path.dirname(pip.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return Path(res.stdout.strip())
+
+
 def _pip_shim() -> Path:
     """A folder holding only this venv's pip (a link), to put first on another Python's path."""
-    import pip
-
     shim = cache_root() / "pip-path"
     shim.mkdir(parents=True, exist_ok=True)
-    link, target = shim / "pip", Path(pip.__file__).parent
+    link, target = shim / "pip", _pip_package()
     if not link.is_symlink() or link.resolve() != target.resolve():
         tmp = shim / f".pip-{os.getpid()}-{threading.get_ident()}"
         tmp.unlink(missing_ok=True)
