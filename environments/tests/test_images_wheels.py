@@ -301,7 +301,7 @@ def test_markers_are_evaluated_for_the_targets_python_when_the_host_has_one(tmp_
     3.10 image, that requirement applied and xarray's numpy==1.23.0 pin conflicted. Here
     fx-marked needs fx-absent (which does not exist) only on 3.11+: for a 3.10 target it resolves
     when a 3.10 interpreter runs pip, and would not under the host's."""
-    from deepswe.env.images.wheels import _target_interpreter, resolver_python
+    from deepswe.env.images.pip_runner import _target_interpreter, resolver_python
 
     # pyenv's prefixes are one documented way to provide host CPythons (evaluation/README.md)
     pythons = os.environ.get("DEEPSWE_HOST_PYTHONS") or str(Path.home() / ".pyenv/versions")
@@ -334,7 +334,7 @@ def test_finding_the_resolver_leaves_setuptools_distutils_in_place():
     """Importing pip in-process switches off setuptools' distutils shim (its _distutils_hack),
     and megatron's setuptools import then failed in the same test process."""
     code = (
-        "from deepswe.env.images.wheels import resolver_python\n"
+        "from deepswe.env.images.pip_runner import resolver_python\n"
         "resolver_python('3.10'); resolver_python('3.9')\n"
         "import setuptools, distutils.core\n"
         "assert '_distutils' in distutils.core.__file__, distutils.core.__file__\n"

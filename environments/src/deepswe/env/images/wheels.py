@@ -11,20 +11,14 @@ not the target's), so a fallback that yields anything but a `py3-none-any`-style
 refused with an error naming the package, unless the image has a compiler (`sources=True`):
 then the sdist itself goes in, and pip builds it inside the image for the image's Python.
 
-pip evaluates environment markers with the interpreter it runs under, even with
-`--python-version`: run by the host's 3.11 for a 3.10 image, pandas 1.5.3's
-`numpy>=1.23.2; python_version >= "3.11"` applies and `numpy==1.23.0` conflicts with it. So
-the resolution runs under an interpreter of the target's version when the host has one that runs
-this pip (`$DEEPSWE_HOST_PYTHONS`'s, or `python3.X` on PATH; pip 26 needs 3.10+), with this
-venv's pip on its path; otherwise under the host's, and what markers dropped is added afterwards
+Resolution runs under an interpreter of the target's version when the host has one
+(`pip_runner.py`); otherwise under the host's, and what markers dropped is added afterwards
 (`_unmet_for_target`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import os
@@ -38,6 +32,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from deepswe.env.images.pip_runner import resolver_python
 from deepswe.env.images.recipe import SUITES, cache_root, debian_arch
 
 PIP_TIMEOUT_S = 900
@@ -277,74 +272,6 @@ def _unmet_for_target(wheel_dir: Path, python_version: str) -> list[str]:
                     needs.append(req)
     missing = {canonicalize_name(r.name): r for r in needs if canonicalize_name(r.name) not in have}
     return [f"{r.name}{r.specifier}" for r in missing.values()]
-
-
-def resolver_python(python_version: str) -> list[str]:
-    """The command that runs pip for a `python_version` target: `python -m pip` of an
-    interpreter of that version with this venv's pip first on its path, or of the host's own
-    interpreter when none is found or none runs this pip (module doc)."""
-    python = _target_interpreter(python_version)
-    if python is None:
-        return [sys.executable, "-m", "pip"]
-    return ["env", f"PYTHONPATH={_pip_shim()}", python, "-m", "pip"]
-
-
-@functools.cache
-def _pip_package() -> Path:
-    """This interpreter's pip package folder, asked of a child process: importing pip here would
-    switch off setuptools' distutils shim for the rest of the process (its _distutils_hack does
-    so on `import pip`), and setuptools imported later fails on the standard library's."""
-    res = subprocess.run(
-        [sys.executable, "-c", "import os, pip; print(os.path.dirname(pip.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return Path(res.stdout.strip())
-
-
-def _pip_shim() -> Path:
-    """A folder holding only this venv's pip (a link), to put first on another Python's path."""
-    shim = cache_root() / "pip-path"
-    shim.mkdir(parents=True, exist_ok=True)
-    link, target = shim / "pip", _pip_package()
-    if not link.is_symlink() or link.resolve() != target.resolve():
-        tmp = shim / f".pip-{os.getpid()}-{threading.get_ident()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(target)
-        os.replace(tmp, link)
-    return shim
-
-
-@functools.cache
-def _target_interpreter(python_version: str) -> str | None:
-    """A host interpreter of `python_version` that runs this pip, or None (the host's own)."""
-    if python_version == f"{sys.version_info[0]}.{sys.version_info[1]}":
-        return None
-    from deepswe.env.images.hostpython import NoHostPython, host_python
-
-    candidates = []
-    with contextlib.suppress(NoHostPython, OSError):
-        candidates.append(str(host_python(python_version) / "bin" / "python3"))
-    if shutil.which(f"python{python_version}"):
-        candidates.append(shutil.which(f"python{python_version}"))
-    shim = _pip_shim()
-    for python in candidates:
-        try:  # "pip 26.3 from <shim>/pip (python 3.10)": this pip, running on that Python
-            res = subprocess.run(
-                [python, "-m", "pip", "--version"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                env={**os.environ, "PYTHONPATH": str(shim)},
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        out = res.stdout.strip()
-        if res.returncode == 0 and out.endswith(f"(python {python_version})"):
-            return python
-    return None
 
 
 def _pip_download(
