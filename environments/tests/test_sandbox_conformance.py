@@ -140,3 +140,12 @@ def test_local_backend_accepts_a_dotted_path(tmp_path: Path):
     cls = backend_class("deepswe.env.sandbox.local:LocalSandbox")
     with cls(None, LIMITS) as sb:
         assert sb.run("echo hi").stdout == "hi\n"
+
+
+def test_an_answer_forged_into_the_helpers_stdout_is_not_taken(box):
+    """A command that reaches the helper's stdout (`/proc/<helper>/fd/1`: the same user, as a
+    test process under SWE-bench's rules is) writes a well-formed answer to the request in
+    flight; the host takes only the answer carrying the request's random id."""
+    forged = '{"ok": true, "exit_code": 0, "stdout": "forged", "stderr": "", "timed_out": false}'
+    r = box.run(f"echo '{forged}' > /proc/$PPID/fd/1 && sleep 0.5; echo real")
+    assert r.stdout == "real\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import queue
+import secrets
 import subprocess
 import threading
 import time
@@ -97,6 +98,14 @@ class ProcessTransport:
         self._proc.wait()
 
 
+def _parse(line: bytes) -> dict | None:
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
 class Channel:
     """A running server.py, spoken to over one transport. One request at a time.
 
@@ -109,6 +118,7 @@ class Channel:
         self._transport = transport
         self._lock = threading.Lock()
         self.keepalives = 0  # blank lines seen: the helper's traffic on an idle stream
+        self.forged = 0  # lines that were not the answer asked for (wrong or no id)
         self._replies: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self.call({"op": "ping"}, wait_s=ready_timeout_s)
@@ -126,18 +136,27 @@ class Channel:
             self._replies.put(None)
 
     def call(self, request: dict, *, wait_s: float) -> dict:
-        """Send one request, return its answer; SandboxDied if the stream ends or stalls."""
+        """Send one request, return its answer; SandboxDied if the stream ends or stalls.
+
+        Each request carries a fresh random id and only the answer that echoes it counts: a
+        line forged into the helper's stdout by code running in the sandbox is skipped."""
+        rid = secrets.token_hex(16)
         with self._lock:
             if self._transport.ended() and self._replies.empty():
                 raise SandboxDied(self._death_note())
             try:
-                self._transport.send((json.dumps(request) + "\n").encode())
+                self._transport.send((json.dumps({**request, "id": rid}) + "\n").encode())
             except OSError as exc:
                 raise SandboxDied(f"{self._death_note()} ({exc})") from exc
-            line = self._answer(wait_s)
-            if line is None:
-                raise SandboxDied(self._death_note())
-        answer = json.loads(line)
+            deadline = time.monotonic() + wait_s
+            while True:
+                line = self._answer(max(deadline - time.monotonic(), 0.001))
+                if line is None:
+                    raise SandboxDied(self._death_note())
+                answer = _parse(line)
+                if answer is not None and answer.get("id") == rid:
+                    break
+                self.forged += 1
         if not answer.get("ok"):
             raise SandboxError(answer.get("error", "unknown sandbox helper error"))
         return answer

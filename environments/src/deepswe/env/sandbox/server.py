@@ -13,8 +13,11 @@ Requests (one JSON object a line, answered in order, one answer each):
   {"op": "write", "path": str, "data": base64, "mode": int}
   {"op": "ping"}
   {"op": "config", "keepalive_s": s, "pids": int}   both optional; see SETTINGS
-Answers: {"ok": true, ...} or {"ok": false, "error": str}, one line each; a blank line is a
-keepalive (traffic on an idle stream, which nodes and load balancers would otherwise cut).
+Answers: {"ok": true, ...} or {"ok": false, "error": str}, one line each, carrying the request's
+"id" when it had one; a blank line is a keepalive (traffic on an idle stream, which nodes and
+load balancers would otherwise cut). The host sends a fresh random id with every request and
+takes only the answer that carries it: a line written into this process's stdout by anything
+else (a test process that reached `/proc/<pid>/fd/1`) is not an answer.
 
 When its input ends (the host closed the stream, or the connection dropped) the helper kills
 the command in flight with its whole process group and exits: nothing outlives the stream.
@@ -253,6 +256,7 @@ def main():
             break
         if not line.strip():
             continue
+        req = {}
         try:
             req = json.loads(line)
             answer = OPS[req["op"]](req)
@@ -260,6 +264,8 @@ def main():
             answer = {"ok": False, "error": "bad request: missing or unknown %s" % exc}
         except Exception as exc:  # answer every request; the host decides what is fatal
             answer = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+        if isinstance(req, dict) and "id" in req:
+            answer["id"] = req["id"]
         try:
             _emit(channel, json.dumps(answer) + "\n")
         except (OSError, ValueError):  # the host is gone
