@@ -20,6 +20,9 @@ class Outcome(str, Enum):
     PATCH_APPLY_FAILED = "patch_apply_failed"
     TEST_TIMEOUT = "test_timeout"
     INFRA_ERROR = "infra_error"
+    TAMPERED = "tampered"
+    """The grader's canaries or integrity checks found the test process taken over: reward 0,
+    counted apart from an honest failure."""
 
 
 class TestStatus(str, Enum):
@@ -55,6 +58,21 @@ class TestInfraChange(BaseModel):
         description="what makes it test infrastructure: conftest, pytest configuration..."
     )
     restored: bool = Field(description="put back to the start before the tests ran (strict rules)")
+
+
+class GateFlag(BaseModel):
+    """A line the patch adds to a non-test file that the static gate flags
+    (deepswe.env.grading.static_gate)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tier: int = Field(
+        description="1: no fix outside a test tool's repository needs it; 2: flag only"
+    )
+    rule: str
+    path: str
+    line: int
+    text: str
 
 
 class GradeResult(BaseModel):
@@ -94,6 +112,11 @@ class GradeResult(BaseModel):
     test_infra: list[TestInfraChange] = Field(
         default_factory=list,
         description="test infrastructure the patch changed (the gold patch's own files aside)",
+    )
+    static_gate: list[GateFlag] = Field(
+        default_factory=list,
+        description="lines the patch adds to non-test files that reach for the test machinery "
+        "(tier 1: unresolved under strict rules) or look like it (tier 2: flagged only)",
     )
 
     @model_validator(mode="before")
