@@ -49,7 +49,8 @@ def infra_by_name(path: str) -> str | None:
         return "pytest configuration"
     if p.name in STARTUP_FILES or p.suffix == ".pth":
         return "interpreter start-up"
-    if any(part.endswith(METADATA_SUFFIXES) for part in p.parts[:-1]):
+    # Any case: importlib.metadata finds `X.DIST-INFO` as readily as `X.dist-info`.
+    if any(part.lower().endswith(METADATA_SUFFIXES) for part in p.parts[:-1]):
         return "package metadata"
     return None
 

@@ -25,8 +25,10 @@ def module_name(repo, rel):
         folder, base = os.path.split(folder)  # a new package: its folder's name
     elif not base.endswith(SUFFIXES):
         return None
-    if os.path.exists(os.path.join(folder, "__init__.py")):
-        return None  # inside a package: imported as pkg.name, never by its top-level name
+    if folder != repo and os.path.exists(os.path.join(folder, "__init__.py")):
+        # Inside a package: imported as pkg.name, never by its top-level name. The
+        # repository's root is on sys.path whatever it holds (a root `__init__.py` included).
+        return None
     name = base.split(".")[0]
     return name if name.isidentifier() else None
 
