@@ -12,7 +12,14 @@ import pytest
 
 from deepswe.data.datasets import load_tasks
 from deepswe.data.loaders.r2e_gym import R2E_TEST_COMMANDS, r2e_test_command
-from deepswe.env.grading.owned import LAUNCHER, SHADOW_PROBE, own_pytest_command, read_report
+from deepswe.env.grading.owned import (
+    LAUNCHER,
+    SHADOW_PROBE,
+    missing_canaries,
+    own_pytest_command,
+    read_report,
+    rejection,
+)
 from deepswe.env.grading.testinfra import infra_by_name, section_changed
 
 L, R = "/g/deepswe_pytest.py", "/g/report"
@@ -69,12 +76,55 @@ def test_every_swe_mini_task_is_graded_by_the_launcher() -> None:
 
 
 def test_the_report_closes_only_with_the_nonce() -> None:
-    body = "# deepswe-grader report v1\n=== short test summary info ===\nPASSED a::b\n"
+    body = "# deepswe-grader report v2\n=== short test summary info ===\nPASSED a::b\n"
     forged = body + "========== deepswe-grader: pytest.main returned 0 guess ==========\n"
     assert read_report(forged, "n0nce").returned is None
     real = forged + "========== deepswe-grader: pytest.main returned 1 n0nce ==========\n"
     rep = read_report(real, "n0nce")
     assert (rep.started, rep.returned) == (True, 1) and "PASSED a::b" in rep.summary
+
+
+CLOSE = "========== deepswe-grader: pytest.main returned 1 n0nce ==========\n"
+CANARIES = (
+    "# deepswe-grader: CANARY pass PASSED\n# deepswe-grader: CANARY error ERROR\n"
+    "# deepswe-grader: CANARY fail FAILED\n"
+)
+
+
+def test_nothing_after_the_closing_line_is_read() -> None:
+    """The channel is append-only: code that runs after pytest returned (atexit) can only add
+    lines after the closing one, and those are never read, a second closing line included."""
+    late = "PASSED a::c\n# deepswe-grader: CANARY fail PASSED\n" + CLOSE.replace(" 1 ", " 0 ")
+    rep = read_report(
+        "# deepswe-grader report v2\nFAILED a::c\n" + CANARIES + CLOSE + late, "n0nce"
+    )
+    assert rep.returned == 1 and "PASSED a::c" not in rep.summary
+    assert rep.canaries["fail"] == ["FAILED"] and rep.canary_problems() == []
+
+
+@pytest.mark.parametrize(
+    ("canaries", "problem"),
+    [
+        (CANARIES, None),
+        (CANARIES.replace("fail FAILED", "fail PASSED"), "fail canary was PASSED"),
+        (CANARIES.replace("error ERROR", "error PASSED"), "error canary was PASSED"),
+        (CANARIES.replace("# deepswe-grader: CANARY pass PASSED\n", ""), "pass canary was not"),
+        ("# deepswe-grader: NO-CANARIES no test ran\n", None),
+        (CANARIES + "# deepswe-grader: CANARY pass ERROR\n", "pass canary was PASSED/ERROR"),
+    ],
+)
+def test_a_canary_with_the_wrong_status_is_tampering(canaries: str, problem: str | None) -> None:
+    rep = read_report("# deepswe-grader report v2\nPASSED a::b\n" + canaries + CLOSE, "n0nce")
+    found = missing_canaries(rep)
+    assert (problem is None and found == []) or any(problem in p for p in found)
+
+
+def test_missing_canaries_are_not_held_against_a_run_that_ended_early() -> None:
+    """A run cut short (the process died) or one with a real failure is not resolved anyway."""
+    rep = read_report("# deepswe-grader report v2\nFAILED a::b\n" + CLOSE, "n0nce")
+    assert missing_canaries(rep) == [] and rejection(rep, 1) == ""
+    passed = read_report("# deepswe-grader report v2\nPASSED a::b\n" + CLOSE, "n0nce")
+    assert len(missing_canaries(passed)) == 3
 
 
 @pytest.mark.parametrize(
@@ -88,6 +138,7 @@ def test_the_report_closes_only_with_the_nonce() -> None:
         ("usercustomize.py", "interpreter start-up"),
         ("evil.pth", "interpreter start-up"),
         ("pkg.egg-info/entry_points.txt", "package metadata"),
+        ("pkg-0.1.DIST-INFO/entry_points.txt", "package metadata"),  # found in any case
         ("pkg/ops.py", None),
         ("setup.cfg", None),  # only its pytest section counts (section_changed)
     ],

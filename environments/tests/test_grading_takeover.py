@@ -179,7 +179,7 @@ def test_a_patch_that_takes_over_pytest_is_not_resolved(name, repo, task, image)
         assert old.grade.test_infra, "SWE-bench's rules grade it, and the grade flags it"
     assert not any(c.restored for c in old.grade.test_infra)
     strict = _grade(task, patch, image)
-    assert strict.grade.outcome is Outcome.UNRESOLVED, strict.text
+    assert strict.grade.outcome in (Outcome.UNRESOLVED, Outcome.TAMPERED), strict.text
     assert strict.grade.reward == 0.0
 
 
@@ -306,3 +306,141 @@ def test_a_patch_that_kills_the_sandbox_during_the_tests_is_unresolved(repo, tas
     )
     run = _grade(task, patch_of(repo, {"calc/ops.py": ops}), image)
     assert run.grade.outcome is Outcome.UNRESOLVED, run.text
+
+
+# --- code under test that reaches for the grader itself (issue #32) ---------------------------
+# Each attack leaves the bug in place; under strict rules each must end unresolved, tampered or
+# patch_apply_failed. They are written against the principle (no file, process or output the
+# patch controls decides the verdict), so each family has variations.
+
+# In calc/__init__.py, imported by the tests before any test runs. Attacks on the launcher's own
+# objects (its writer, its report pipe) are tests/test_grading_launcher.py's.
+IN_PROCESS = {
+    "runtest-noop": "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n",
+    "makereport-forces-pass": (
+        "import _pytest.reports\n_orig = _pytest.reports.TestReport.from_item_and_call\n\n\n"
+        "def _forced(item, call):\n    rep = _orig(item, call)\n    rep.outcome = 'passed'\n"
+        "    rep.longrepr = None\n    return rep\n\n\n"
+        "_pytest.reports.TestReport.from_item_and_call = staticmethod(_forced)\n"
+    ),
+    "call-and-report-replaced": (
+        "import _pytest.runner\n_orig = _pytest.runner.call_and_report\n\n\n"
+        "def _car(item, when, log=True, **kw):\n    rep = _orig(item, when, log=False, **kw)\n"
+        "    rep.outcome = 'passed'\n    item.ihook.pytest_runtest_logreport(report=rep)\n"
+        "    return rep\n\n\n_pytest.runner.call_and_report = _car\n"
+    ),
+    "hookwrapper-registered-through-gc": (
+        "import gc\nimport pytest\n\n\nclass _P:\n    @pytest.hookimpl(hookwrapper=True)\n"
+        "    def pytest_runtest_makereport(self, item, call):\n        out = yield\n"
+        "        out.get_result().outcome = 'passed'\n\n\n"
+        "for _o in gc.get_objects():\n"
+        "    if type(_o).__name__ == 'PytestPluginManager':\n        _o.register(_P())\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_PROCESS))
+def test_code_under_test_that_rewrites_pytest_is_tampered(name, repo, task, image):
+    patch = patch_of(repo, {"calc/__init__.py": IN_PROCESS[name]})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.TAMPERED, run.text
+    assert run.grade.reward == 0.0
+    # the static gate sees every one of these lines too (tier 1: pytest's internals, plugins)
+    assert 1 in {f.tier for f in run.grade.static_gate}
+
+
+def test_a_report_rewritten_at_exit_is_not_read(repo, task, image):
+    """An atexit hook that finds the nonce (the launcher's settings are in its memory) and
+    appends a passing report after pytest returned: the channel is append-only and read up to
+    the first closing line."""
+    ops = OPS_BUG + (
+        "\n\nimport atexit, gc, os\n\n\ndef _late():\n"
+        "    nonce = next(o['nonce'] for o in gc.get_objects()\n"
+        "                 if isinstance(o, dict) and 'nonce' in o and 'report_fd' in o)\n"
+        "    os.write(3, ('PASSED tests/test_ops.py::test_add\\n'\n"
+        "                 '===== deepswe-grader: pytest.main returned 0 ' + nonce + ' =====\\n')\n"
+        "             .encode())\n\n\natexit.register(_late)\n"
+    )
+    run = _grade(task, patch_of(repo, {"calc/ops.py": ops}), image)
+    assert run.grade.outcome in (Outcome.UNRESOLVED, Outcome.TAMPERED), run.text
+    assert run.grade.f2p_failed == ["tests/test_ops.py::test_add"]
+
+
+# The fix happens only where the test process has root's reach: as root (SWE-bench's rules)
+# the patch "resolves"; as the tester it cannot.
+REACH = {
+    "helper-stdout-through-proc": "open('/proc/1/fd/1', 'wb').close()",
+    "site-packages-writable": (
+        "import os, pytest\nopen(os.path.join(os.path.dirname(pytest.__file__), 'x.pth'), 'w')"
+    ),
+    "git-dir-writable": "open('/testbed/.git/hooks/post-checkout', 'w').close()",
+    "root-process-signalled": "import os\nos.kill(1, 0)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REACH))
+def test_the_tests_run_without_root_reach(name, repo, task, image):
+    body = "\n".join("        " + line for line in REACH[name].splitlines())
+    ops = OPS_BUG.replace(
+        "    return a - b",
+        f"    try:\n{body}\n    except OSError:\n        return a - b\n    return a + b",
+    )
+    patch = patch_of(repo, {"calc/ops.py": ops})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.UNRESOLVED, run.text
+
+
+GIT_HOOK = """diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout
+new file mode 100755
+--- /dev/null
++++ b/.git/hooks/post-checkout
+@@ -0,0 +1,2 @@
++#!/bin/sh
++sed -i 's/a - b/a + b/' /testbed/calc/ops.py
+"""
+
+
+@pytest.mark.parametrize("rules", ["strict", "swebench"])
+def test_a_patch_that_writes_into_git_is_refused_before_any_attempt(rules, repo, task, image):
+    """git apply refuses `.git/hooks/...`; GNU patch, last in SWE-bench's chain, writes it and
+    the grader's `git checkout` would run it as root. Refused before any attempt."""
+    run = _grade(task, GIT_HOOK, image, rules=rules)
+    assert run.grade.outcome is Outcome.PATCH_APPLY_FAILED, run.text
+    assert "inside .git" in run.log
+
+
+def test_a_conftest_the_patch_hides_from_git_is_still_put_back(repo, task, image):
+    """The patch adds a .gitignore rule with its conftest: `git add -A` never lists it, the
+    diff does, so it is put back."""
+    patch = patch_of(repo, {"tests/conftest.py": FORCE_PASS})
+    patch += patch_of(repo, {".gitignore": "conftest.py\n"})
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.UNRESOLVED, run.text
+    assert ("tests/conftest.py", "conftest", True) in [
+        (c.path, c.why, c.restored) for c in run.grade.test_infra
+    ]
+
+
+def test_harness_markers_in_the_patch_cannot_make_an_infra_error(repo, task, image):
+    """A hunk that does not apply is echoed by `git apply --verbose`, marker-like lines and
+    all; the apply's output is never read for a marker, so this is the patch's failure."""
+    bad = (
+        "--- a/calc/ops.py\n+++ b/calc/ops.py\n@@ -1,2 +1,2 @@\n-not in the file\n"
+        "->>>>> Reset Failed \n+>>>>> Harness Infra Error \n+x\n"
+    )
+    for rules in ("strict", "swebench"):
+        run = _grade(task, bad, image, rules=rules)
+        assert run.grade.outcome is Outcome.PATCH_APPLY_FAILED, run.text
+
+
+def test_a_root_package_marker_does_not_hide_a_shadowing_module(repo, task, image):
+    """A root `__init__.py` made the probe take the root for a package; the root is on
+    sys.path whatever it holds, so a root `json.py` shadows the standard library's."""
+    patch = patch_of(repo, {"__init__.py": "", "json.py": "raise SystemExit(0)\n"})
+    run = _grade(task, patch, image)
+    assert ("json.py", "shadows an installed module", True) in [
+        (c.path, c.why, c.restored) for c in run.grade.test_infra
+    ], run.text
+    assert run.grade.outcome is Outcome.UNRESOLVED

@@ -42,11 +42,63 @@ HIDDEN_TEST_WITH_HELPER = (
 )
 
 
+# tornado's shape: unittest classes, graded through a runner script shipped among the hidden
+# tests that prints pytest-like `PASSED module::Class::method` lines (R2E-Gym's tornado and
+# Pillow rows ship one of their own; this one is written here in the same shape).
+HIDDEN_UNITTEST = (
+    "import unittest\n\nfrom calc.ops import add, mul\n\n\nclass TestOps(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+    "    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n"
+)
+RUNNER = """import sys
+import unittest
+
+
+class Result(unittest.TestResult):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lines = []
+
+    def _id(self, test):
+        cls = test.__class__
+        return "%s::%s::%s" % (cls.__module__, cls.__name__, getattr(test, "_testMethodName", ""))
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.lines.append("PASSED " + self._id(test))
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.lines.append("FAILED " + self._id(test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.lines.append("ERROR " + self._id(test))
+
+
+def main():
+    suite = unittest.TestLoader().discover("r2e_tests")
+    result = Result()
+    suite(result)
+    print("=" * 20 + " short test summary info " + "=" * 20)
+    print("\\n".join(result.lines))
+    print("=" * 20 + " %d tests " % result.testsRun + "=" * 20)
+    sys.exit(not result.wasSuccessful())
+
+
+if __name__ == "__main__":
+    main()
+"""
+RUNNER_NAME = "unittest_custom_runner.py"
+
+
 def make_r2e_layout_task(
-    root: Path, expected: dict[str, str] = EXPECTED, helper: bool = False
+    root: Path, expected: dict[str, str] = EXPECTED, helper: bool = False, unittest: bool = False
 ) -> Task:
     """A one-bug R2E-Gym-style task over a repository made under `root`; with `helper`, the
-    hidden test imports Tests/helper.py as R2E-Gym copies it beside the tests (Pillow's)."""
+    hidden test imports Tests/helper.py as R2E-Gym copies it beside the tests (Pillow's); with
+    `unittest`, the hidden tests are unittest classes run by a runner script among them
+    (tornado's)."""
     repo = Path(root) / "calc"
     (repo / "calc").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -57,9 +109,10 @@ def make_r2e_layout_task(
         (repo / "Tests" / "helper.py").write_text(HELPER)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "calc with a bug")
-    hidden = HIDDEN_TEST_WITH_HELPER if helper else HIDDEN_TEST
+    hidden = HIDDEN_TEST_WITH_HELPER if helper else HIDDEN_UNITTEST if unittest else HIDDEN_TEST
     test_patch = diff_to(repo, "Tests/helper.py", HELPER_FIXED) if helper else ""
-    command = r2e_test_command("calc")
+    test_files = {"test_1.py": hidden, **({RUNNER_NAME: RUNNER} if unittest else {})}
+    command = r2e_test_command("calc", test_files)
     on_path = (
         "python -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "
         '"testbed.pth").write_text("/testbed\\n")\''
@@ -76,7 +129,7 @@ def make_r2e_layout_task(
             install=[
                 "ln -s /opt/venv .venv",
                 on_path,
-                _write("/r2e_tests/test_1.py", hidden),
+                *(_write(f"/r2e_tests/{name}", text) for name, text in test_files.items()),
                 _write("/testbed/run_tests.sh", command + "\n"),
             ],
         ),
@@ -85,11 +138,11 @@ def make_r2e_layout_task(
             fail_to_pass=["TestOps.test_add"],
             pass_to_pass=["TestOps.test_mul"],
             expected_statuses=expected,
-            test_files={"test_1.py": hidden},
+            test_files=test_files,
             test_patch=test_patch,
         ),
         gold_patch=diff_to(repo, "calc/ops.py", OPS_GOOD),
     )
 
 
-__all__ = ["EXPECTED", "HIDDEN_TEST", "OPS_BUG", "OPS_GOOD", "make_r2e_layout_task"]
+__all__ = ["EXPECTED", "HIDDEN_TEST", "OPS_BUG", "OPS_GOOD", "RUNNER", "make_r2e_layout_task"]

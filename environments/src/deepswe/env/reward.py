@@ -16,6 +16,7 @@ patch wrote can stand in for pytest, configure it, extend it, or print the resul
 
 from __future__ import annotations
 
+import json
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -25,18 +26,33 @@ from unidiff.errors import UnidiffParseError
 
 from deepswe.data.task import Task
 from deepswe.env.grading import grade
-from deepswe.env.grading.grade import infra_change_line
+from deepswe.env.grading.grade import gate_line, infra_change_line
 from deepswe.env.grading.markers import (
+    APPLY_PATCH_FAIL,
+    APPLY_PATCH_PASS,
     END_TEST_OUTPUT,
     GRADER_RAN_TESTS,
     INFRA_ERROR,
     START_TEST_OUTPUT,
     TEST_RUN_REJECTED,
+    TEST_RUN_TAMPERED,
     TESTS_TIMEOUT,
+    strip_ansi,
 )
 from deepswe.env.grading.outcomes import GradeResult, Outcome, TestInfraChange
-from deepswe.env.grading.owned import LAUNCHER, OwnedCommand, own_pytest_command, read_report
-from deepswe.env.grading.patch import patch_apply_script
+from deepswe.env.grading.owned import (
+    LAUNCHER,
+    UNITTEST_LAUNCHER,
+    OwnedCommand,
+    missing_canaries,
+    own_pytest_command,
+    read_report,
+    rejection,
+)
+from deepswe.env.grading.patch import RESET_EXIT, patch_apply_script
+from deepswe.env.grading.patch_check import check_in_tree, check_text
+from deepswe.env.grading.static_gate import scan_patch
+from deepswe.env.grading.tester import REPORT_FD, run_as_tester
 from deepswe.env.grading.testinfra import patch_paths, scan_test_infra
 from deepswe.env.r2e_layout import (
     HIDDEN_TESTS_DIR,
@@ -52,9 +68,6 @@ from deepswe.env.workspace import START_REF, changed_paths, take_snapshot
 PATCH_PATH = "/tmp/deepswe/model.patch"
 TEST_PATCH_PATH = "/tmp/deepswe/test.patch"
 APPLY_TIMEOUT_S = 120.0
-# Above this exit status pytest did not report (2 interrupted, 3 internal error, 4 usage error,
-# 5 no tests): the statuses read decide, as they would for any run.
-_PYTEST_FAILED = 1
 
 
 @dataclass(frozen=True)
@@ -65,19 +78,17 @@ class RewardRun:
     log: str
     """What `grade` read: harness lines and the test-output section."""
     output: str = ""
-    """When the grader ran the tests: the test process's own output, kept for people, never
-    graded (the code under test can print anything there). Empty otherwise: it is the log's
-    test-output section."""
+    """What the run's commands printed (the patch apply, the test process when the grader ran
+    the tests), kept for people, never graded: the patch and the code under test can print
+    anything there."""
     after_patch: bool = False
     """An infra_error that happened once the patch was applied: the patch may have caused it
     (`deepswe.env.episode.grade_patch` checks the clean tree before calling it infra)."""
 
     @property
     def text(self) -> str:
-        """The log, then the test process's output: what a person reads (test_output.txt)."""
-        if not self.output:
-            return self.log
-        return f"{self.log}\n\n--- the test process's output (not graded) ---\n{self.output}"
+        """The log, then what the commands printed: what a person reads (test_output.txt)."""
+        return f"{self.log}\n\n{self.output}" if self.output else self.log
 
 
 def graded_paths(task: Task) -> list[str]:
@@ -100,7 +111,8 @@ def restore_script(paths: list[str]) -> str:
         q, at = shlex.quote(path), shlex.quote(f"{START_REF}:{path}")
         lines.append(
             f"if git cat-file -e {at} 2>/dev/null; then rm -rf {q}; "
-            f"git checkout -q {START_REF} -- {q} || exit 4; else rm -rf {q}; fi"
+            f"git -c core.hooksPath=/dev/null checkout -q {START_REF} -- {q} || exit 4; "
+            f"else rm -rf {q}; fi"
         )
     return "\n".join(lines)
 
@@ -121,77 +133,139 @@ def hidden_tests_script(task: Task, also_restore: list[str] = ()) -> str:
     if uses_r2e_layout(task):
         lines.append(f"{link_script()} || exit 3")
     elif task.hidden.test_patch:
-        lines.append(f"git apply --verbose {TEST_PATCH_PATH} >&2 || exit 3")
+        lines.append(
+            f"git -c core.hooksPath=/dev/null apply --verbose {TEST_PATCH_PATH} >&2 || exit 3"
+        )
     return "\n".join(lines)
 
 
 def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/testbed") -> RewardRun:
     """Apply `patch`, add the hidden tests, run them; return the grade and its log.
 
-    `sandbox` must be fresh (just started from the task's image); it is not closed here.
+    `sandbox` must be fresh (just started from the task's image); it is not closed here. The log
+    graded holds only lines written here and the test section; what commands print is kept for
+    people (`RewardRun.output`) and never read for a marker.
     """
-    log: list[str] = []
-    applied = False
+    run = _Run(task, sandbox, workdir)
     try:
         if uses_r2e_layout(task):
             hide_grading_material(sandbox, workdir)
         take_snapshot(sandbox, workdir)
+        declared: list[str] = []
         if patch.strip():
-            sandbox.write_file(PATCH_PATH, patch if patch.endswith("\n") else patch + "\n")
-            r = sandbox.run(patch_apply_script(PATCH_PATH, workdir), timeout=APPLY_TIMEOUT_S)
-            log.append(r.output)
-            if r.timed_out:
-                raise SandboxError(f"applying the patch timed out after {APPLY_TIMEOUT_S:.0f}s")
-            if r.exit_code != 0:
-                return RewardRun(grade(task, "\n".join(log), apply_ok=False), "\n".join(log))
-            applied = True
+            declared, refused = check_text(patch)
+            refused = refused or check_in_tree(sandbox, declared, workdir)
+            if refused:
+                run.log.append(f"{APPLY_PATCH_FAIL} (refused before any attempt: {refused})")
+                return run.done(apply_ok=False)
+            if not _apply(run, patch):
+                return run.done(apply_ok=False)
+            run.applied = True
+            run.log += [gate_line(f) for f in scan_patch(patch, task.gold_patch or "")]
         strict = task.test_spec.grading_rules == "strict"
-        token = secrets.token_hex(8)
-        grader_dir = f"/tmp/deepswe-grader-{token}"
-        owned = (
-            own_pytest_command(task.test_spec.command, f"{grader_dir}/deepswe_pytest.py",
-                               f"{grader_dir}/report")
-            if strict else None
-        )  # fmt: skip
-        changed = changed_paths(sandbox, workdir) if applied else {}
+        grader_dir = f"/tmp/deepswe-grader-{secrets.token_hex(8)}"
+        owned = None
+        if strict:
+            owned = own_pytest_command(
+                task.test_spec.command,
+                f"{grader_dir}/{LAUNCHER.name}",
+                f"{grader_dir}/settings.json",
+                f"{grader_dir}/{UNITTEST_LAUNCHER.name}",
+            )
+        # The change list is the diff's own paths and what git lists besides: a path the patch
+        # hides from git (a .gitignore it adds) is still one it changed.
+        changed = changed_paths(sandbox, workdir) if run.applied else {}
+        changed.update({p: "A" for p in declared if p not in changed})
         changes = _test_infra(sandbox, task, changed, owned, strict, workdir)
-        log += [infra_change_line(c) for c in changes]
+        run.log += [infra_change_line(c) for c in changes]
         # What the patch still changes when the tests run: a pytest plugin loaded from one of
         # these files is the patch's (the launcher reports it).
         exempt = _exempt(task) | {c.path for c in changes if c.restored}
         touched = sorted(p for p in changed if p not in exempt)
-        if task.hidden.test_patch and not uses_r2e_layout(task):
-            sandbox.write_file(TEST_PATCH_PATH, task.hidden.test_patch)
-        for name, source in task.hidden.test_files.items():
-            sandbox.write_file(f"{HIDDEN_TESTS_DIR}/{name}", source)
-        setup = hidden_tests_script(task, [c.path for c in changes if c.restored])
-        if uses_r2e_layout(task):
-            extra, script = misc_files(task)
-            for path, text in extra.items():
-                sandbox.write_file(path, text)
-            setup = f"{setup}\n{script}" if script else setup
-        if setup:
-            r = sandbox.run(setup, cwd=workdir, timeout=120)
-            if r.exit_code != 0:
-                # On the patched tree the patch may be why (a file where the test patch needs a
-                # folder); grade_patch checks the clean tree before calling it infra.
-                log.append(f"{INFRA_ERROR} (hidden tests did not apply)\n{r.output}")
-                text = "\n".join(log)
-                return RewardRun(grade(task, text, infra_error=True), text, after_patch=applied)
+        if not _put_hidden_tests(run, [c.path for c in changes if c.restored]):
+            return run.done(infra_error=True)
         if owned is not None:
-            return _run_owned(task, sandbox, owned, grader_dir, touched, log, workdir)
+            return _run_owned(run, owned, grader_dir, touched)
+        if strict:
+            return _run_as_tester(run, grader_dir)
         spec = task.test_spec
         tests = sandbox.run(f"{spec.command} 2>&1", cwd=workdir, timeout=spec.timeout_s)
-        log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
+        run.log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
         if tests.timed_out:
-            log.append(TESTS_TIMEOUT)
-        text = "\n".join(log)
-        return RewardRun(grade(task, text, timed_out=tests.timed_out), text)
+            run.log.append(TESTS_TIMEOUT)
+        return run.done(timed_out=tests.timed_out)
     except (SandboxError, UnidiffParseError) as exc:
         # UnidiffParseError: the task's own test patch is malformed, a broken task.
-        log.append(f"{INFRA_ERROR} ({type(exc).__name__}: {exc})")
-        text = "\n".join(log)
-        return RewardRun(grade(task, text, infra_error=True), text, after_patch=applied)
+        run.log.append(f"{INFRA_ERROR} ({type(exc).__name__}: {one_line(str(exc))})")
+        return run.done(infra_error=True)
+
+
+class _Run:
+    """One reward run's state: the graded log, the outputs kept for people."""
+
+    def __init__(self, task: Task, sandbox: Sandbox, workdir: str) -> None:
+        self.task, self.sandbox, self.workdir = task, sandbox, workdir
+        self.log: list[str] = []
+        self.people: list[tuple[str, str]] = []
+        self.applied = False
+
+    def done(self, **facts: bool) -> RewardRun:
+        text = "\n".join(self.log)
+        output = "\n\n".join(f"--- {title} (not graded) ---\n{body}" for title, body in self.people)
+        after = self.applied and facts.get("infra_error", False)
+        return RewardRun(grade(self.task, text, **facts), text, output, after_patch=after)
+
+
+def one_line(text: str) -> str:
+    """`text` as one line: what a command printed must never start a line of the graded log."""
+    return " ".join(text.split())[:500]
+
+
+def _apply(run: _Run, patch: str) -> bool:
+    """Apply `patch` by SWE-bench's chain; False (and the reason logged) when it did not apply.
+    The script's exit status decides, never what it printed (a patch's own lines are echoed)."""
+    run.sandbox.write_file(PATCH_PATH, patch if patch.endswith("\n") else patch + "\n")
+    r = run.sandbox.run(patch_apply_script(PATCH_PATH, run.workdir), timeout=APPLY_TIMEOUT_S)
+    run.people.append(("the patch apply's output", r.output))
+    if r.timed_out:
+        # The sandbox still answers: the patch is what took so long (a diff GNU patch's fuzz
+        # grinds on), so it is the patch's. A sandbox that does not answer is infrastructure.
+        alive = run.sandbox.run("true", timeout=30)
+        if alive.exit_code != 0:
+            raise SandboxError(f"applying the patch timed out after {APPLY_TIMEOUT_S:.0f}s")
+        run.log.append(f"{APPLY_PATCH_FAIL} (timed out after {APPLY_TIMEOUT_S:.0f}s)")
+        return False
+    if r.exit_code == RESET_EXIT:
+        raise SandboxError("the sandbox could not be put back to its start between attempts")
+    if r.exit_code != 0:
+        run.log.append(APPLY_PATCH_FAIL)
+        return False
+    run.log.append(APPLY_PATCH_PASS)
+    return True
+
+
+def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
+    """The graded files put back and the task's hidden tests in place; False when that failed
+    (on the patched tree the patch may be why: `grade_patch` checks the clean tree)."""
+    task, sandbox = run.task, run.sandbox
+    if task.hidden.test_patch and not uses_r2e_layout(task):
+        sandbox.write_file(TEST_PATCH_PATH, task.hidden.test_patch)
+    for name, source in task.hidden.test_files.items():
+        sandbox.write_file(f"{HIDDEN_TESTS_DIR}/{name}", source)
+    setup = hidden_tests_script(task, restored)
+    if uses_r2e_layout(task):
+        extra, script = misc_files(task)
+        for path, text in extra.items():
+            sandbox.write_file(path, text)
+        setup = f"{setup}\n{script}" if script else setup
+    if not setup:
+        return True
+    r = sandbox.run(setup, cwd=run.workdir, timeout=120)
+    if r.exit_code == 0:
+        return True
+    run.people.append(("putting the hidden tests in place", r.output))
+    run.log.append(f"{INFRA_ERROR} (hidden tests did not apply, exit {r.exit_code})")
+    return False
 
 
 def _exempt(task: Task) -> set[str]:
@@ -218,67 +292,71 @@ def _test_infra(
     return [TestInfraChange(path=p, why=w, restored=strict) for p, w in found.items()]
 
 
-def _run_owned(
-    task: Task,
-    sandbox: Sandbox,
-    owned: OwnedCommand,
-    grader_dir: str,
-    touched: list[str],
-    log: list[str],
-    workdir: str,
-) -> RewardRun:
-    """The tests run by the grader's launcher; the section graded is its report."""
-    report = f"{grader_dir}/report"
-    sandbox.write_file(f"{grader_dir}/deepswe_pytest.py", LAUNCHER.read_text())
-    sandbox.write_file(f"{report}.touched", "".join(p + "\n" for p in touched))
+def graded_ids(task: Task) -> list[str]:
+    """The test ids the verdict reads: the launcher places its canaries beside them."""
+    ids = [*task.hidden.fail_to_pass, *task.hidden.pass_to_pass]
+    return ids + [strip_ansi(k) for k in task.hidden.expected_statuses or {}]
+
+
+def _timeout(run: _Run) -> float:
+    return run.task.test_spec.timeout_s
+
+
+def _run_as_tester(run: _Run, grader_dir: str) -> RewardRun:
+    """A command the grader cannot own (not one pytest line), run as the tester: graded from its
+    output, as the task wrote it."""
+    script = f"exec 2>&1\n{run.task.test_spec.command}"
+    tests, _ = run_as_tester(run.sandbox, grader_dir, script, run.workdir, _timeout(run))
+    run.log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
+    if tests.timed_out:
+        run.log.append(TESTS_TIMEOUT)
+    return run.done(timed_out=tests.timed_out)
+
+
+def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[str]) -> RewardRun:
+    """The tests run by the grader's launcher (pytest's, or the unittest one for a runner the
+    hidden tests ship) as the tester; the section graded is what it reported on its channel,
+    canaries and integrity checks included."""
     nonce = secrets.token_hex(16)
-    sandbox.write_file(f"{report}.nonce", nonce)
-    spec = task.test_spec
-    tests = sandbox.run(f"{owned.command} 2>&1", cwd=workdir, timeout=spec.timeout_s)
-    try:
-        text = sandbox.read_file(report).decode("utf-8", errors="replace")
-    except SandboxError:
-        text = ""
+    settings = {
+        "report_fd": REPORT_FD,
+        "nonce": nonce,
+        "touched": touched,
+        "graded": graded_ids(run.task),
+        "seed": secrets.token_hex(8),
+    }
+    launcher = LAUNCHER if owned.runner == "pytest" else UNITTEST_LAUNCHER
+    run.sandbox.write_file(f"{grader_dir}/{launcher.name}", launcher.read_text())
+    run.sandbox.write_file(f"{grader_dir}/settings.json", json.dumps(settings))
+    tests, text = run_as_tester(run.sandbox, grader_dir, owned.command, run.workdir, _timeout(run))
     rep = read_report(text, nonce)
     if not rep.started and not tests.timed_out:
         raise SandboxError(
-            f"the grader's pytest launcher did not start (exit {tests.exit_code}): "
-            f"{tests.stdout[-500:]}"
+            f"the grader's {owned.runner} launcher did not start (exit {tests.exit_code}): "
+            f"{one_line(tests.stdout[-300:])}"
         )
-    log += [GRADER_RAN_TESTS, START_TEST_OUTPUT, rep.summary, END_TEST_OUTPUT]
+    run.people.append(("the test process's output", tests.stdout))
+    run.log += [GRADER_RAN_TESTS, START_TEST_OUTPUT, rep.summary, END_TEST_OUTPUT]
     if tests.timed_out:
-        log.append(TESTS_TIMEOUT)
-    else:
-        why = _rejection(rep.returned, tests.exit_code, rep.summary, rep.tampered)
-        if why:
-            log.append(f"{TEST_RUN_REJECTED} ({why})")
-    graded = "\n".join(log)
-    return RewardRun(grade(task, graded, timed_out=tests.timed_out), graded, output=tests.stdout)
-
-
-def _rejection(returned: int | None, exit_code: int, summary: str, tampered: list[str]) -> str:
-    """Why a finished run's report cannot be trusted, or "" (statuses then decide).
-
-    The process's own exit status is not compared with pytest's: what runs after pytest returns
-    (atexit handlers, a C extension crashing at shutdown) cannot change the report, and a
-    wrapper such as xvfb-run may change the status."""
+        run.log.append(TESTS_TIMEOUT)
+        return run.done(timed_out=True)
+    tampered = rep.tampered + missing_canaries(rep)
     if tampered:
-        return "; ".join(tampered)
-    if returned is None:
-        return f"the test process ended before pytest returned (exit {exit_code})"
-    failures = any(line.startswith(("FAILED ", "ERROR ")) for line in summary.splitlines())
-    if returned == 0 and failures:
-        return "pytest exited 0 with failures in its report"
-    if returned == _PYTEST_FAILED and not failures:
-        return "pytest exited 1 with no failure in its report"
-    return ""
+        run.log.append(f"{TEST_RUN_TAMPERED} ({one_line('; '.join(tampered))})")
+    else:
+        why = rejection(rep, tests.exit_code, owned.runner)
+        if why:
+            run.log.append(f"{TEST_RUN_REJECTED} ({why})")
+    return run.done()
 
 
 __all__ = [
     "Outcome",
     "RewardRun",
+    "graded_ids",
     "graded_paths",
     "hidden_tests_script",
+    "one_line",
     "restore_script",
     "run_reward",
 ]

@@ -37,7 +37,8 @@ GONE = 3
 
 # Settings an agent could have put in .git/config that would change what `add` or `diff` write.
 _GIT = (
-    "git -c core.quotepath=false -c core.fsmonitor=false -c core.autocrlf=false "
+    "git -c core.hooksPath=/dev/null -c core.quotepath=false -c core.fsmonitor=false "
+    "-c core.autocrlf=false "
     "-c diff.noprefix=false -c diff.mnemonicPrefix=false -c diff.relative=false "
     "-c color.ui=false"
 )

@@ -9,8 +9,10 @@ section -> parse it -> judge it by the task's rule:
   `test_passed`); a missing or SKIPPED test fails it.
 Under strict rules (`TestSpec.grading_rules`) a listed test passes only when PASSED (an XFAIL
 can be raised by the code under test), SWE-bench-format tasks included, and a test run the
-reward run rejected (its report incomplete or contradicted, a plugin the patch wrote) is
-never resolved. Test-infrastructure changes the reward run noted are carried into the result.
+reward run rejected (its report incomplete or contradicted) is never resolved, nor is a patch
+whose added non-test lines reach for the test machinery (the static gate's tier 1), and one whose
+canaries or integrity checks show the test process taken over is `tampered` (reward 0, counted
+apart). Test-infrastructure changes the reward run noted are carried into the result.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 from deepswe.env.grading import markers
 from deepswe.env.grading.outcomes import (
     PASSING,
+    GateFlag,
     GradeResult,
     Outcome,
     TestInfraChange,
@@ -139,6 +142,7 @@ def grade(
         "rules": task.test_spec.grading_rules,
         "grader_ran_tests": markers.has_marker(harness_text, markers.GRADER_RAN_TESTS),
         "test_infra": _infra_changes(harness_text),
+        "static_gate": _gate_flags(harness_text),
     }
     if harness is not None:
         return GradeResult(outcome=harness[0], parser=parser, reason=harness[1], **facts)
@@ -149,11 +153,23 @@ def grade(
         result = _judge_f2p_p2p(task, parser, statuses)
     update: dict = dict(facts)
     rejected = markers.marker_line(harness_text, markers.TEST_RUN_REJECTED)
-    if rejected is not None:
+    tampered = markers.marker_line(harness_text, markers.TEST_RUN_TAMPERED)
+    if tampered is not None:
+        update["outcome"] = Outcome.TAMPERED
+        update["reason"] = f"tampered: {tampered[len(markers.TEST_RUN_TAMPERED) :].strip()}"
+    elif rejected is not None:
         update["outcome"] = Outcome.UNRESOLVED
         update["reason"] = (
             f"test run rejected: {rejected[len(markers.TEST_RUN_REJECTED) :].strip()}"
         )
+    elif result.resolved and facts["rules"] == "strict":
+        gated = [f for f in facts["static_gate"] if f.tier == 1]
+        if gated:
+            update["outcome"] = Outcome.UNRESOLVED
+            update["reason"] = (
+                f"static gate: {gated[0].path}:{gated[0].line} reaches for {gated[0].rule}"
+                + (f" (and {len(gated) - 1} more)" if len(gated) > 1 else "")
+            )
     return result.model_copy(update=update)
 
 
@@ -165,6 +181,21 @@ def _infra_changes(harness: str) -> list[TestInfraChange]:
         except ValueError:
             continue  # not a line the reward run wrote
     return out
+
+
+def _gate_flags(harness: str) -> list[GateFlag]:
+    out = []
+    for line in markers.marker_lines(harness, markers.STATIC_GATE):
+        try:
+            out.append(GateFlag.model_validate_json(line[len(markers.STATIC_GATE) :]))
+        except ValueError:
+            continue
+    return out
+
+
+def gate_line(flag: GateFlag) -> str:
+    """The harness line that records `flag` for `grade` to read."""
+    return f"{markers.STATIC_GATE} {json.dumps(flag.model_dump(), sort_keys=True)}"
 
 
 def infra_change_line(change: TestInfraChange) -> str:

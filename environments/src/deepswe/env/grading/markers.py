@@ -26,6 +26,10 @@ INFRA_ERROR = ">>>>> Harness Infra Error"
 # grader ran pytest itself and the section holds its own report, not the process's output.
 TEST_INFRA = ">>>>> Test Infrastructure Changed"
 TEST_RUN_REJECTED = ">>>>> Test Run Rejected"
+# Ours: a line the static gate flags in the patch, as JSON (outcomes.GateFlag).
+STATIC_GATE = ">>>>> Static Gate"
+# Ours: the grader's canaries or its integrity checks found the test process taken over.
+TEST_RUN_TAMPERED = ">>>>> Test Run Tampered"
 GRADER_RAN_TESTS = ">>>>> Tests Run By The Grader"
 
 # Every CSI escape sequence (colours, cursor moves) and carriage returns: test runners

@@ -22,6 +22,8 @@ import shlex
 from deepswe.env.grading.markers import APPLY_PATCH_FAIL, APPLY_PATCH_PASS, RESET_FAILED
 from deepswe.env.workspace import RESTORE_FUNCTION
 
+# The script's exit status when the tree cannot be put back between attempts (infrastructure).
+RESET_EXIT = 2
 # The file path is appended to each.
 APPLY_COMMANDS: tuple[str, ...] = (
     "git apply --verbose",
@@ -47,7 +49,7 @@ def patch_apply_script(patch_path: str, cwd: str = "/testbed") -> str:
         f"cd {where} || {{ echo {shlex.quote(APPLY_PATCH_FAIL + ' (no directory ' + cwd + ')')}; exit 1; }}",
         RESTORE_FUNCTION,
         "deepswe_attempt() {",
-        f'  if [ "$1" -gt 0 ]; then deepswe_restore || {{ echo {reset_failed}; exit 2; }}; fi',
+        f'  if [ "$1" -gt 0 ]; then deepswe_restore || {{ echo {reset_failed}; exit {RESET_EXIT}; }}; fi',
         '  shift; "$@"',
         "}",
     ]

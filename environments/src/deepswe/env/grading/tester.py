@@ -1,0 +1,90 @@
+"""The tests run as an unprivileged user; their results leave on a pipe that root reads.
+
+Under strict rules the code under test shares the test process, so nothing that decides the
+verdict may be within its reach. The reward run (root, through the sandbox's helper) hands the
+repository to the tester (uid 65534, `nobody` in Debian and Ubuntu images) and runs the test
+command as that user:
+
+    root: the interpreter, site-packages (and an environment kept inside the repository), the
+          repository's `.git`, the grader's folder, the sandbox's helper and its stdout
+    tester: the repository's files, a home of its own, /tmp
+
+so the tests cannot write the environment they run in, run a hook as root through `.git`, read
+or write the helper's `/proc/<pid>/fd`, signal root's processes (a `kill -1` ends the tester's
+own), or rewrite what they reported: the launcher writes each result to fd 3, a pipe whose other
+end is a root `cat` appending to a file in a folder only root can open. What was reported stays
+reported; what comes after the launcher's closing line is never read (`owned.read_report`).
+
+The privilege drop is done by the image's own `python3` (the helper's interpreter, so present in
+every sandbox) with `setgroups`, `setgid`, `setuid`: no `setpriv` or `su` needed.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from deepswe.env.sandbox import ExecResult, Sandbox, SandboxError
+
+TESTER_UID = 65534
+REPORT_FD = 3
+# Only the tester's own processes and files are reachable from here.
+_DROP = (
+    "import os, sys; os.setgroups([]); os.setgid({uid}); os.setuid({uid}); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
+def tester_script(grader_dir: str, tests_script: str, workdir: str) -> str:
+    """Bash run as root in `workdir`: give the repository to the tester, run `tests_script` (a
+    file in `grader_dir`) as the tester with fd 3 a pipe to `grader_dir/private/report`, and
+    exit with the tests' status."""
+    g, w, uid = shlex.quote(grader_dir), shlex.quote(workdir), TESTER_UID
+    drop = shlex.quote(_DROP.format(uid=uid))
+    return f"""set -u
+cd {w} || exit 90
+# The repository to the tester, but for git's data and any environment kept inside it.
+prune=(-path ./.git -o -name site-packages -o -name dist-packages)
+while IFS= read -r -d '' v; do prune+=(-o -path "$(dirname "$v")"); done \\
+  < <(find . -path ./.git -prune -o -name pyvenv.cfg -print0)
+find . \\( "${{prune[@]}}" \\) -prune -o -exec chown -h {uid}:{uid} {{}} + || exit 91
+# Hidden tests kept under /root (R2E-Gym's layout) and interpreters under it stay root's,
+# readable and traversable.
+chmod o+x /root 2>/dev/null
+test -d /root/r2e_tests && chmod -R o+rX /root/r2e_tests
+install -d -m 0755 {g} && install -d -m 0700 {g}/private || exit 92
+install -d -o {uid} -g {uid} -m 0700 {g}/home || exit 92
+printf '[safe]\\n\\tdirectory = *\\n' > {g}/home/.gitconfig && chown {uid}:{uid} {g}/home/.gitconfig
+exec 4>&1
+( HOME={g}/home USER=nobody LOGNAME=nobody python3 -c {drop} bash {g}/{tests_script} \\
+    {REPORT_FD}>&1 1>&4 2>&4 4>&- ) | cat > {g}/private/report
+exit "${{PIPESTATUS[0]}}"
+"""
+
+
+def report_path(grader_dir: str) -> str:
+    """Where root keeps what the tests reported."""
+    return f"{grader_dir}/private/report"
+
+
+def run_as_tester(
+    sandbox: Sandbox, grader_dir: str, script: str, workdir: str, timeout: float
+) -> tuple[ExecResult, str]:
+    """`script` (bash) run as the tester in `workdir`: its result and what it wrote to fd 3.
+    SandboxError when the tester could not be set up (no report was ever opened)."""
+    sandbox.write_file(f"{grader_dir}/tests.sh", script)
+    tests = sandbox.run(
+        tester_script(grader_dir, "tests.sh", workdir), cwd=workdir, timeout=timeout
+    )
+    try:
+        report = sandbox.read_file(report_path(grader_dir)).decode("utf-8", errors="replace")
+    except SandboxError:
+        if tests.timed_out:
+            return tests, ""
+        tail = " ".join(tests.stdout[-300:].split())
+        raise SandboxError(
+            f"the tests could not be started as the tester (exit {tests.exit_code}): {tail}"
+        ) from None
+    return tests, report
+
+
+__all__ = ["REPORT_FD", "TESTER_UID", "report_path", "run_as_tester", "tester_script"]
