@@ -125,6 +125,13 @@ def test_infra_line(m: dict) -> str:
     )
     if ti["why"]:
         line += " What they touched: " + ", ".join(f"{k} {v}" for k, v in ti["why"].items()) + "."
+    gate = m.get("static_gate") or {}
+    t1, t2 = gate.get("tier1") or {}, gate.get("tier2") or {}
+    line += (
+        f" Tampered test runs: {(m.get('counts') or {}).get('tampered', 0)}. Static gate: tier 1 "
+        f"{t1.get('episodes', 0)} (resolved {t1.get('resolved', 0)}), tier 2 "
+        f"{t2.get('episodes', 0)} (resolved {t2.get('resolved', 0)})."
+    )
     return line
 
 

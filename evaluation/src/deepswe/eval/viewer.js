@@ -89,7 +89,8 @@
     body.replaceChildren(...filtered.slice(0, shown).map((r) => {
       const tr = el("tr", r.n === selected ? "selected" : null,
         el("td", "id", r.id), el("td", null, r.run),
-        el("td", null, badge(r.outcome), r.test_infra ? el("span", "badge flag", "test infra") : ""),
+        el("td", null, badge(r.outcome), r.test_infra ? el("span", "badge flag", "test infra") : "",
+          r.gate ? el("span", "badge flag", "gate " + r.gate) : ""),
         el("td", null, r.ending), el("td", null, r.steps), el("td", null, fmt(r.scores[score], 3)),
         el("td", null, fmt(r.seconds, 1)));
       tr.dataset.n = r.n;
@@ -159,6 +160,11 @@
     if (infra.length) {
       const lines = infra.map((c) => c.path + " (" + c.why + "; " + (c.restored ? "put back before the tests" : "kept, flagged") + ")");
       out.push(el("div", "label", "test infrastructure the patch changed (" + infra.length + ")"), el("pre", null, lines.join("\n")));
+    }
+    const gate = g.static_gate || [];
+    if (gate.length) {
+      const lines = gate.map((f) => "tier " + f.tier + " " + f.rule + ": " + f.path + ":" + f.line + "  " + f.text);
+      out.push(el("div", "label", "static gate (" + gate.length + ")"), el("pre", null, lines.join("\n")));
     }
     for (const k of ["f2p_failed", "p2p_failed", "missing", "mismatched", "unexpected"]) {
       if (g[k].length) out.push(el("div", "label", k + " (" + g[k].length + ")"), el("pre", null, g[k].join("\n")));

@@ -72,6 +72,9 @@ def episode_row(rec: EpisodeRecord, verdicts: dict[str, dict]) -> dict:
         "seconds": round(rec.finished_at - rec.started_at, 1) if rec.finished_at else None,
         "scores": _scores(rec, verdicts),
         "test_infra": len(traj.grade.test_infra) if traj and traj.grade else 0,
+        "gate": max((f.tier for f in traj.grade.static_gate), default=0)
+        if traj and traj.grade
+        else 0,
     }
 
 
