@@ -16,7 +16,9 @@ end is a root `cat` appending to a file in a folder only root can open. What was
 reported; what comes after the launcher's closing line is never read (`owned.read_report`).
 
 The privilege drop is done by the image's own `python3` (the helper's interpreter, so present in
-every sandbox) with `setgroups`, `setgid`, `setuid`: no `setpriv` or `su` needed.
+every sandbox; isolated, `-I -S`: no environment variable or site file runs code as root) with
+`setgroups`, `setgid`, `setuid`: no `setpriv` or `su` needed. Measured on a swe-mini image, the
+hand-over (find, chown, the drop) costs about 20 ms a run.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ install -d -m 0755 {g} && install -d -m 0700 {g}/private || exit 92
 install -d -o {uid} -g {uid} -m 0700 {g}/home || exit 92
 printf '[safe]\\n\\tdirectory = *\\n' > {g}/home/.gitconfig && chown {uid}:{uid} {g}/home/.gitconfig
 exec 4>&1
-( HOME={g}/home USER=nobody LOGNAME=nobody python3 -c {drop} bash {g}/{tests_script} \\
+( HOME={g}/home USER=nobody LOGNAME=nobody python3 -I -S -c {drop} bash {g}/{tests_script} \\
     {REPORT_FD}>&1 1>&4 2>&4 4>&- ) | cat > {g}/private/report
 exit "${{PIPESTATUS[0]}}"
 """

@@ -64,6 +64,22 @@ RETURNED = "deepswe-grader: pytest.main returned"
 MARK = "# deepswe-grader: "
 _exit, _static = sys.exit, inspect.getattr_static
 
+
+def _own(
+    owner, attr, _mro=type.__dict__["__mro__"].__get__, _dict=type.__dict__["__dict__"].__get__
+):
+    """What `owner.attr` is defined as, without running a descriptor or __getattr__: what
+    inspect.getattr_static finds for a module or a class, at a tenth of its cost (it runs at
+    every report)."""
+    if isinstance(owner, type):
+        for klass in _mro(owner):
+            found = _dict(klass).get(attr, _own)
+            if found is not _own:
+                return found
+        return None
+    return vars(owner).get(attr)
+
+
 # module:[Class.]attribute, where present: what decides whether and how a test runs, is reported.
 WATCHED = """_pytest.python:Function.runtest _pytest.python:Function _pytest.python:pytest_pyfunc_call
 _pytest.unittest:TestCaseFunction.runtest _pytest.runner:call_and_report
@@ -80,6 +96,10 @@ for _p in ("pluggy", "_pytest.vendored_packages.pluggy"):  # pluggy 0.x and 1.x 
     for m in ("", "._hooks", ".hooks", "._caller"):
         WATCHED += [_p + m + ":HookCaller.__call__", _p + m + ":_HookCaller.__call__"]
 TEARDOWN_ONLY = ["os:write", "sys:exit"]
+# The hooks a test is run and reported through: checked at every report (the rest at the end).
+RUN_HOOKS = """pytest_runtest_protocol pytest_runtest_setup pytest_runtest_call pytest_runtest_teardown
+pytest_runtest_makereport pytest_runtest_logreport pytest_report_teststatus pytest_pyfunc_call
+pytest_runtest_logstart pytest_runtest_logfinish""".split()  # noqa: SIM905
 
 
 def _under(path, root):
@@ -256,9 +276,25 @@ def _plugin(emit, settings, cwd, since, installed):
         rel = getattr(state["config"], "cwd_relative_nodeid", None)
         return rel(nodeid) if rel is not None else nodeid
 
-    def check(final):
+    judged = {}
+
+    def judge(fn):
+        """verdict(fn), remembered per function and code object (a swapped __code__ is new)."""
+        key = (fn, getattr(fn, "__code__", None))
+        try:
+            return judged[key]
+        except (KeyError, TypeError):
+            why = verdict(fn)
+        with contextlib.suppress(TypeError):
+            judged[key] = why
+        return why
+
+    def check(final, full=False):
+        """At each report: the watched callables, the hooks a test runs and reports through,
+        import hooks. `full` (after collection and at the end) also every other hook, every
+        plugin and entry point: checking those at each report cost pytest runs 2-4x their time."""
         for label, owner, attr, snap in watched + (late if final else []):
-            now = _snapshot(owner if attr is None else _static(owner, attr))
+            now = _snapshot(owner if attr is None else _own(owner, attr))
             new = (
                 now if len(now) != len(snap) else [x for k, x in enumerate(now) if x is not snap[k]]
             )
@@ -270,12 +306,16 @@ def _plugin(emit, settings, cwd, since, installed):
         debug = getattr(getattr(config, "option", None), "debug", None)
         if not debug and getattr(pm, "_inner_hookexec", None) is not state["exec"]:
             tampered("pluginmanager hook execution replaced")
-        for name, caller in sorted(vars(pm.hook).items()):
+        names = sorted(vars(pm.hook)) if full else RUN_HOOKS
+        for name in names:
+            caller = getattr(pm.hook, name, None)
+            if caller is None:
+                continue
             impls = getattr(caller, "_nonwrappers", []) + getattr(caller, "_wrappers", [])
             if hasattr(caller, "get_hookimpls"):  # pluggy 0.8 and later
                 impls = caller.get_hookimpls()
             for impl in impls:
-                why = verdict(impl.function)
+                why = judge(impl.function)
                 if why:
                     tampered("hook %s implemented by %s" % (name, why))
             if name in ours and ours[name] not in [i.function for i in impls]:
@@ -284,6 +324,8 @@ def _plugin(emit, settings, cwd, since, installed):
             why = None if id(finder) in state["meta_path"] else verdict(type(finder))
             if why:
                 tampered("import hook %r: %s" % (type(finder).__name__, why))
+        if not full:
+            return
         for plugin in pm.get_plugins():
             where = getattr(plugin, "__file__", None)
             if where and os.path.realpath(where) in touched:
@@ -300,7 +342,7 @@ def _plugin(emit, settings, cwd, since, installed):
         if not state["ran"] and "none" not in state["said"]:
             state["said"].add("none")
             emit(MARK + "NO-CANARIES no test ran")
-        check(True)
+        check(True, full=True)
 
     class Grader(object):
         __slots__ = ()
@@ -332,6 +374,7 @@ def _plugin(emit, settings, cwd, since, installed):
             if made and getattr(config.option, "maxfail", 0):
                 # -x, --maxfail: the fail and error canaries are not the tests' failures
                 config.option.maxfail += 2
+            check(False, full=True)  # what collection registered, before any test runs
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_protocol(self, item, nextitem):
