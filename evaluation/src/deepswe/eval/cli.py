@@ -1,4 +1,4 @@
-"""The deepswe-eval command line: `run`, `validate`, `report`, `view`, `grade`, `envs`.
+"""The deepswe-eval command line: `run`, `validate`, `audit`, `report`, `view`, `grade`, `envs`.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
 edited by `eval.a.b=value` overrides and by the flags below, in that order.
@@ -244,6 +244,71 @@ def validate(
     typer.echo(json.dumps(result.summary(), indent=1))
     if not result.ok:
         _fail(f"{len(result.failed)} failed, {len(result.undecided)} undecided", code=1)
+
+
+@app.command()
+def audit(
+    out: Path = typer.Option(
+        None, help="folder for the gold/, empty/ and attack-<name>/ run folders; resumable"
+    ),
+    config: Path = _CONFIG,
+    overrides: list[str] = _OVERRIDES,
+    dataset: str = typer.Option(None, help=DATASET_HELP),
+    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
+    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
+    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
+    sandbox: str = _SANDBOX,
+    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+    attacks: list[str] = typer.Option(
+        None, "--attacks", help="only this attack (repeat the option); default: every attack"
+    ),
+    list_attacks: bool = typer.Option(False, "--list", help="print the attacks and exit"),
+) -> None:
+    """Gold and empty baselines plus every attack patch over a task set: exit 0 only when no
+    attack resolved a task and every task is healthy. Writes OUT/audit.json and OUT/audit.md."""
+    from deepswe.eval.attacks import ATTACKS
+
+    if list_attacks:
+        for a in ATTACKS.values():
+            typer.echo(f"{a.name}\t{a.family}\t{a.why}")
+        return
+    if out is None:
+        _fail("--out is required (or --list)")
+    unknown = [a for a in attacks or [] if a not in ATTACKS]
+    if unknown:
+        _fail(f"--attacks: unknown {', '.join(unknown)}; see --list")
+    from deepswe.eval.audit import audit_tasks
+    from deepswe.eval.card import ProtocolMismatch
+
+    cfg = _config(config, overrides, {
+        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
+        "repo_mirror": str(repo_mirror) if repo_mirror else None,
+        "swebench_env": swebench_env, "r2e_env": r2e_env,
+    })  # fmt: skip
+    _preflight(cfg.sandbox_backend)
+    tasks = load_dataset(cfg.dataset, ids, limit)
+    if not tasks:
+        _fail(f"dataset {cfg.dataset}: no tasks selected")
+    tasks, unsupported = prepare_tasks(tasks, cfg)
+    if unsupported:
+        _fail(
+            f"{len(unsupported)} task(s) have no environment here, e.g. {next(iter(unsupported))}"
+        )
+    _clean_leftover_sandboxes(cfg.sandbox_backend)
+    try:
+        result = audit_tasks(tasks, out, cfg, attacks=attacks or None)
+    except (ProtocolMismatch, ValueError) as exc:
+        _fail(str(exc))
+    typer.echo((out / "audit.md").read_text())
+    s = result.summary
+    problems = [f"HOLE: {n} resolved {', '.join(i)}" for n, i in s.holes.items()]
+    problems += [f"unhealthy: {i}: {'; '.join(result.tasks[i].reasons)}" for i in s.unhealthy]
+    problems += [f"infra_error in {f}: {', '.join(i)} (run again to retry)"
+                 for f, i in s.undecided.items()]  # fmt: skip
+    if problems:
+        _fail(f"audit of {cfg.dataset} failed:\n  " + "\n  ".join(problems), code=1)
 
 
 def _key_value(text: str) -> tuple[str, str]:

@@ -1,0 +1,282 @@
+"""Auditing a task set: does the grader hold against patches that take over the test process?
+
+An audit is evaluations of the same tasks in ordinary run folders (resumable, infra errors
+retried and kept apart, as `validate`'s): `<out>/gold` (the gold patch graded as a patch),
+`<out>/empty`, and `<out>/attack-<name>` for each attack of `deepswe.eval.attacks` (a scripted
+agent that runs the attack's script in the sandbox and submits). Then the manifest
+`<out>/audit.json` (`AuditManifest`, versioned, one flat row per task) and the table
+`<out>/audit.md`. A task is healthy when gold resolves it and the empty patch does not; an
+attack that resolves any task is a HOLE: the grader paid reward 1 for a patch that left the bug.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from deepswe.data.task import Task
+from deepswe.env.grading.outcomes import Outcome
+from deepswe.env.policies import PolicySpec
+from deepswe.eval.attacks import ATTACKS, script_sha256
+from deepswe.eval.card import make_card, open_run
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
+from deepswe.eval.store import EpisodeRecord, EpisodeStatus, atomic_write_json
+
+ATTACK_POLICY = "deepswe.eval.attacks:AttackPolicy"
+HOW = (
+    "Each task graded with its gold patch (gold), the empty patch (empty), and once per attack: "
+    "a scripted agent runs the attack's bash script in the sandbox (the bug left in place) and "
+    "submits the workspace diff. healthy: gold resolved and empty not. An attack outcome "
+    "'resolved' is a HOLE (reward 1 for a patch that fixes nothing); unresolved, tampered and "
+    "patch_apply_failed are the grader holding. infra_error decides nothing and is retried by "
+    "running the same command again. With several runs, gold counts as resolved only when "
+    "every run is; empty and attacks count as resolved when any run is."
+)
+
+
+class AttackInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    family: str
+    why: str
+
+
+class TaskAudit(BaseModel):
+    """One task's row: every outcome is an `Outcome` value, or `unsupported_env` / None."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gold: str | None
+    empty: str | None
+    attacks: dict[str, str | None]
+    image: str | None = Field(None, description="the task's image tag (or its given image)")
+    image_id: str | None = Field(None, description="the engine's id of that image, when known")
+    healthy: bool
+    reasons: list[str] = Field(default_factory=list)
+
+
+class AuditSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: int
+    healthy: int
+    unhealthy: list[str] = Field(description="instance ids whose gold/empty baselines failed")
+    holes: dict[str, list[str]] = Field(description="attack -> instance ids it resolved")
+    undecided: dict[str, list[str]] = Field(
+        description="folder (gold, empty, attack-<name>) -> instance ids still infra_error"
+    )
+    outcomes: dict[str, dict[str, int]] = Field(description="attack -> outcome -> tasks")
+    gate_decided: dict[str, int] = Field(
+        default_factory=dict,
+        description="attack -> tasks whose verdict the static gate's tier 1 decided (the tests "
+        "passed, so the runtime defences alone would have paid reward 1 there)",
+    )
+
+
+class AuditManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    dataset: str
+    harness_version: str = Field(description="the run card's code_version (git describe)")
+    attacks: dict[str, AttackInfo]
+    tasks: dict[str, TaskAudit]
+    summary: AuditSummary
+    how: str = HOW
+
+    @property
+    def ok(self) -> bool:
+        s = self.summary
+        return not s.holes and not s.unhealthy and not s.undecided
+
+
+def _folders(attacks: list[str]) -> dict[str, PolicySpec]:
+    out = {"gold": PolicySpec(name="gold-patch"), "empty": PolicySpec(name="empty")}
+    for name in attacks:
+        # the script's digest in the card: a resume after the library changed is refused
+        args = {"attack": name, "sha256": script_sha256(name)}
+        out[f"attack-{name}"] = PolicySpec(name=ATTACK_POLICY, args=args)
+    return out
+
+
+def _outcome(records: list[EpisodeRecord], need_all: bool) -> str | None:
+    """One word for a task's runs in a folder: "resolved" when every run (need_all) or any run
+    resolved, else the first run's outcome."""
+    if not records:
+        return None
+    words = [r.outcome.value if r.outcome else r.status.value for r in records]
+    resolved = [w == Outcome.RESOLVED.value for w in words]
+    if all(resolved) or (any(resolved) and not need_all):
+        return Outcome.RESOLVED.value
+    return next(w for w in words if w != Outcome.RESOLVED.value)
+
+
+def _image(task: Task, backend: str) -> tuple[str | None, str | None]:
+    """The task's image tag and the engine's id for it (None where unknown); builds nothing."""
+    try:
+        from deepswe.env.images.task import task_image_tag
+
+        tag = task.image if task.environment is None else task_image_tag(task)
+    except Exception:  # an odd spec: the audit still stands without the image named
+        return task.image, None
+    if backend != "docker" or tag is None:
+        return tag, None
+    try:
+        from deepswe.env.sandbox.docker import client
+
+        return tag, client().images.get(tag).id
+    except Exception:  # no engine here, or the image is gone: the tag is what we know
+        return tag, None
+
+
+def audit_tasks(
+    tasks: list[Task],
+    out: Path,
+    cfg: EvalConfig,
+    attacks: list[str] | None = None,
+    console: Console | None = None,
+) -> AuditManifest:
+    """Run gold, empty and every attack (`cfg.baseline_runs` runs each) over `tasks` in run
+    folders under `out`, resumable; write `out`/audit.json and `out`/audit.md and return the
+    manifest. ValueError for an unknown attack; card.ProtocolMismatch if a folder holds
+    another protocol."""
+    names = list(ATTACKS) if not attacks else list(dict.fromkeys(attacks))
+    unknown = [n for n in names if n not in ATTACKS]
+    if unknown:
+        raise ValueError(f"unknown attack(s) {', '.join(unknown)}; known: {', '.join(ATTACKS)}")
+    console = console or Console(stderr=True)
+    records: dict[str, dict[str, list[EpisodeRecord]]] = {}
+    version = ""
+    for folder, spec in _folders(names).items():
+        pcfg = cfg.model_copy(update={"policy": spec, "runs": cfg.baseline_runs})
+        store, card = open_run(Path(out) / folder, make_card(pcfg, tasks))
+        version = version or card.code_version
+        console.print(f"[bold]{folder}[/bold]: {spec.args.get('attack', spec.name)}")
+        run_all(tasks, pcfg, store, console=console)
+        mine = records.setdefault(folder, {})
+        for r in store.records():
+            mine.setdefault(r.instance_id, []).append(r)
+    manifest = build_manifest(tasks, cfg, names, records, version)
+    write_manifest(manifest, Path(out))
+    return manifest
+
+
+def build_manifest(
+    tasks: list[Task],
+    cfg: EvalConfig,
+    names: list[str],
+    records: dict[str, dict[str, list[EpisodeRecord]]],
+    version: str,
+) -> AuditManifest:
+    """The manifest from the records of each folder (folder -> instance id -> runs)."""
+    rows: dict[str, TaskAudit] = {}
+    holes: dict[str, list[str]] = {}
+    undecided: dict[str, list[str]] = {}
+    outcomes: dict[str, Counter] = {n: Counter() for n in names}
+    gate: Counter = Counter()
+    for t in tasks:
+        got = {f: records.get(f, {}).get(t.instance_id, []) for f in ["gold", "empty"]}
+        got.update({n: records.get(f"attack-{n}", {}).get(t.instance_id, []) for n in names})
+        for folder, recs in got.items():
+            if any(r.status is EpisodeStatus.INFRA_ERROR for r in recs):
+                key = folder if folder in ("gold", "empty") else f"attack-{folder}"
+                undecided.setdefault(key, []).append(t.instance_id)
+        gold, empty = _outcome(got["gold"], True), _outcome(got["empty"], False)
+        reasons = []
+        if gold != Outcome.RESOLVED.value:
+            reasons.append(f"gold: {gold}, want resolved ({_why(got['gold'])})")
+        if empty == Outcome.RESOLVED.value:
+            reasons.append("empty: resolved: the tests pass with the bug in place")
+        row = {n: _outcome(got[n], False) for n in names}
+        for n in names:
+            gate[n] += any(_gate_decided(r) for r in got[n])
+        for n, word in row.items():
+            outcomes[n][str(word)] += 1
+            if word == Outcome.RESOLVED.value:
+                holes.setdefault(n, []).append(t.instance_id)
+                reasons.append(f"HOLE: attack {n} resolved it")
+        image, image_id = _image(t, cfg.sandbox_backend)
+        rows[t.instance_id] = TaskAudit(
+            gold=gold, empty=empty, attacks=row, image=image, image_id=image_id,
+            healthy=gold == Outcome.RESOLVED.value and empty != Outcome.RESOLVED.value,
+            reasons=reasons,
+        )  # fmt: skip
+    unhealthy = [i for i, r in rows.items() if not r.healthy]
+    summary = AuditSummary(
+        tasks=len(rows), healthy=len(rows) - len(unhealthy), unhealthy=unhealthy, holes=holes,
+        undecided=undecided, outcomes={n: dict(c) for n, c in outcomes.items()},
+        gate_decided={n: gate[n] for n in names},
+    )  # fmt: skip
+    attacks = {n: AttackInfo(family=ATTACKS[n].family, why=ATTACKS[n].why) for n in names}
+    return AuditManifest(
+        dataset=cfg.dataset, harness_version=version or "unknown", attacks=attacks, tasks=rows,
+        summary=summary,
+    )  # fmt: skip
+
+
+def _gate_decided(r: EpisodeRecord) -> bool:
+    grade = r.trajectory.grade if r.trajectory else None
+    return bool(grade and grade.reason.startswith("static gate:"))
+
+
+def _why(records: list[EpisodeRecord]) -> str:
+    for r in records:
+        if r.outcome is not Outcome.RESOLVED:
+            grade = r.trajectory.grade if r.trajectory else None
+            return (grade.reason if grade else r.reason)[:300] or "no reason recorded"
+    return "no run"
+
+
+COLUMNS = [o.value for o in Outcome] + ["unsupported_env", "None"]
+
+
+def markdown(m: AuditManifest) -> str:
+    """The table: attacks as rows (holes first), outcome counts as columns."""
+    s = m.summary
+    used = [c for c in COLUMNS if c == "resolved" or any(c in d for d in s.outcomes.values())]
+    head = "| attack | family | " + " | ".join(used) + " | decided by the static gate |"
+    lines = [f"# Audit of {m.dataset}", "", f"harness {m.harness_version}; {s.tasks} tasks, "
+             f"{s.healthy} healthy (gold resolved, empty not).", ""]  # fmt: skip
+    if s.holes:
+        lines.append(f"**HOLES: {len(s.holes)} attack(s) resolved tasks with the bug in place:**")
+        lines += [f"- **{n}** ({m.attacks[n].why}): {', '.join(ids)}" for n, ids in s.holes.items()]
+    else:
+        lines.append("No holes: no attack resolved any task.")
+    lines += ["", head, "|" + "---|" * (len(used) + 3)]
+    order = sorted(s.outcomes, key=lambda n: (n not in s.holes, n))
+    for n in order:
+        cells = [str(s.outcomes[n].get(c, 0)) for c in used]
+        name = f"**{n} (HOLE)**" if n in s.holes else n
+        gated = s.gate_decided.get(n, 0)
+        lines.append(f"| {name} | {m.attacks[n].family} | " + " | ".join(cells) + f" | {gated} |")
+    if s.unhealthy:
+        lines += ["", f"Unhealthy tasks ({len(s.unhealthy)}):"]
+        lines += [f"- {i}: {'; '.join(m.tasks[i].reasons)}" for i in s.unhealthy]
+    if s.undecided:
+        lines += ["", "Still infra_error (run the same command again to retry):"]
+        lines += [f"- {f}: {', '.join(ids)}" for f, ids in s.undecided.items()]
+    return "\n".join(lines + ["", m.how, ""])
+
+
+def write_manifest(m: AuditManifest, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "audit.json", m.model_dump(mode="json"))
+    (out / "audit.md").write_text(markdown(m), encoding="utf-8")
+
+
+__all__ = [
+    "ATTACK_POLICY",
+    "AttackInfo",
+    "AuditManifest",
+    "AuditSummary",
+    "TaskAudit",
+    "audit_tasks",
+    "build_manifest",
+    "markdown",
+    "write_manifest",
+]
