@@ -69,6 +69,8 @@ RULES: tuple[tuple[int, str, re.Pattern[str]], ...] = tuple(
             r"\bunittest\.(?:runner|result)\b|\bfrom\s+unittest\s+import\b.*\b(?:runner|result)\b"
             r"|\b_?Text(?:TestRunner|TestResult)\b|\bTestResult\b"
             r"|\bunittest\.(?:TestCase|TestSuite|TestLoader|TestProgram|main)\.\w+\s*=(?!=)"
+            # setattr on one of them (a loop disarming the assertion API: the audit's hole)
+            r"|\bsetattr\(\s*unittest\.(?:TestCase|TestSuite|TestLoader|TestProgram)\b"
             rf"|\bdef\s+{_ADD_METHODS}\s*\(|\b{_ADD_METHODS}\s*=(?!=)|['\"]{_ADD_METHODS}['\"]",
         ),
         # No word boundary: `_deepswe`, `DeepSWE` and `deepswe_pytest` all name the grader.

@@ -57,6 +57,7 @@ import re
 import sys
 import time
 import types
+import unittest.case
 
 STARTED = "# deepswe-grader report v2"
 HEADER = "=" * 27 + " short test summary info " + "=" * 28
@@ -95,6 +96,14 @@ for _p in ("pluggy", "_pytest.vendored_packages.pluggy"):  # pluggy 0.x and 1.x 
     WATCHED += [_p + m + ":PluginManager._hookexec" for m in ("", "._manager", ".manager")]
     for m in ("", "._hooks", ".hooks", "._caller"):
         WATCHED += [_p + m + ":HookCaller.__call__", _p + m + ":_HookCaller.__call__"]
+# unittest's assertion API, which TestCase-style tests run under pytest call: disarming it passes
+# every such test (found by `deepswe-eval audit` on swe-mini's mistune, whose tests are TestCases).
+WATCHED += ["unittest.case:TestCase." + n for n in ("run", "__call__", "debug", "failureException")]
+WATCHED += [
+    "unittest.case:TestCase." + n
+    for n in sorted(vars(unittest.case.TestCase))
+    if n.startswith(("assert", "fail")) or n == "_baseAssertEqual"
+]
 TEARDOWN_ONLY = ["os:write", "sys:exit"]
 # The hooks a test is run and reported through: checked at every report (the rest at the end).
 RUN_HOOKS = """pytest_runtest_protocol pytest_runtest_setup pytest_runtest_call pytest_runtest_teardown
@@ -407,7 +416,8 @@ def _plugin(emit, settings, cwd, since, installed):
                     session.shouldstop = session.shouldfail = False  # --sw, -x: canaries don't stop
             elif word:
                 emit(word + " " + pos(report.nodeid))
-            check(report.when == "teardown")
+            if report.when != "setup":  # after the call and the teardown: two of three reports
+                check(report.when == "teardown")
 
         @pytest.hookimpl(trylast=True)
         def pytest_sessionstart(self, session):
