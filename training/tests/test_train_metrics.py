@@ -54,3 +54,29 @@ def test_a_step_where_every_rollout_failed_on_infrastructure_has_no_reward():
     assert "reward/mean" not in r and r["reward/infra_rows"] == 2
     assert r["groups/solve_none"] == r["groups/solve_all"] == r["groups/partial"] == 0
     assert "no reward (every rollout infra_error)" in progress_line(r)
+
+
+def test_rows_that_attack_the_reward_are_counted_apart():
+    """The grader's tampered verdicts and the static gate's flags, per step: a policy learning
+    to attack the reward shows here before it shows in reward/mean."""
+    from types import SimpleNamespace
+
+    from deepswe.env.grading.outcomes import GateFlag, GradeResult, Outcome
+    from deepswe.train.metrics import integrity_metrics
+
+    flag = {"rule": "r", "path": "p.py", "line": 1, "text": "x"}
+    grades = [
+        GradeResult(outcome=Outcome.TAMPERED, parser="pytest", reason="canary"),
+        GradeResult(
+            outcome=Outcome.UNRESOLVED, parser="pytest", reason="gate",
+            static_gate=[GateFlag(tier=1, **flag), GateFlag(tier=2, **flag)],
+        ),
+        GradeResult(outcome=Outcome.RESOLVED, parser="pytest", reason="ok"),
+        None,  # an infra_error row has no grade
+    ]  # fmt: skip
+    rows = [SimpleNamespace(grade=g) for g in grades]
+    assert integrity_metrics(rows) == {
+        "reward/tampered_rows": 1.0,
+        "reward/gate_tier1_rows": 1.0,
+        "reward/gate_tier2_rows": 1.0,
+    }

@@ -7,7 +7,8 @@ seconds; every other key is a deterministic function of the run's seed and confi
 Reward metrics (`reward/mean`, `groups/*`) are over the rows whose reward means something:
 infra_error rows (sandbox, endpoint or grading failures: nobody's answer, reward None, dropped
 from the update) are left out and counted in `reward/infra_rows`. A step where every row is
-infra_error has no `reward/mean`.
+infra_error has no `reward/mean`. `reward/tampered_rows` and `reward/gate_tier{1,2}_rows` count
+the rows the grader caught attacking the reward (reward 0, kept in the update).
 """
 
 from __future__ import annotations
@@ -55,6 +56,21 @@ def reward_metrics(batch: RolloutBatch) -> dict[str, float]:
         out["reward/mean"] = sum(r for r, _ in scored) / len(scored)
     out.update(group_metrics([r for r, _ in scored], [g for _, g in scored]))
     return out
+
+
+def integrity_metrics(trajs: Sequence[Any]) -> dict[str, float]:
+    """Rows the grader caught taking over the test process (outcome `tampered`) and rows whose
+    patch the static gate flagged (tier 1: reaches for the test machinery; tier 2: looks like
+    it): a policy learning to attack the reward shows here before it shows in reward/mean."""
+    grades = [getattr(t, "grade", None) for t in trajs]
+    gates = [{f.tier for f in g.static_gate} if g is not None else set() for g in grades]
+    return {
+        "reward/tampered_rows": float(
+            sum(g is not None and g.outcome.value == "tampered" for g in grades)
+        ),
+        "reward/gate_tier1_rows": float(sum(1 in tiers for tiers in gates)),
+        "reward/gate_tier2_rows": float(sum(2 in tiers for tiers in gates)),
+    }
 
 
 def step_metrics(

@@ -34,7 +34,7 @@ from deepswe.train.backends import UpdateBatch, backend_class
 from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpoint, save_checkpoint
 from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
 from deepswe.train.engines import engine_class
-from deepswe.train.metrics import MetricsLog, step_metrics
+from deepswe.train.metrics import MetricsLog, integrity_metrics, step_metrics
 from deepswe.train.plugins import build
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
 from deepswe.train.sampling import RolloutJob, run_rollout
@@ -237,6 +237,7 @@ class Trainer:
         self.step += 1
         times["step"] = time.monotonic() - t0
         record = step_metrics(self.step, batch, counts, stats, gap, times)
+        record.update(integrity_metrics(trajs))
         self.log.write(record)
         if self.step % self.cfg.run.save_every == 0 or self.step == self.cfg.run.steps:
             save_checkpoint(
