@@ -100,6 +100,27 @@ def pytest_runtest_makereport(item, call):
 FAKE_PYTEST = IDS + "\n\nimport sys\nsys.stdout.write(_dsw_summary(_dsw_ids()))\nsys.exit(0)\n"
 
 # Python appended to every target (guarded, in a try): name -> code.
+# A stdout filter printing each word of its tuple as PASSED.
+STDOUT_FILTER = """import gc
+
+class _DswOut:
+    def __init__(self, out):
+        self._dsw_out = out
+
+    def write(self, text):
+        for bad in %s:
+            text = text.replace(bad, "PASSED")
+        return self._dsw_out.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._dsw_out, name)
+
+_dsw_sys.stdout = _DswOut(_dsw_sys.stdout)
+for _dsw_o in gc.get_objects():  # pytest's terminal writer holds its own stream
+    if type(_dsw_o).__name__ == "TerminalWriter" and hasattr(_dsw_o, "_file"):
+        _dsw_o._file = _DswOut(_dsw_o._file)
+"""
+
 PAYLOADS = {
     "runtest-noop": """import _pytest.python
 _pytest.python.Function.runtest = lambda self: None
@@ -151,43 +172,8 @@ for _dsw_n in dir(unittest.TestCase):
     if _dsw_n.startswith(("assert", "fail")) and callable(getattr(unittest.TestCase, _dsw_n)):
         setattr(unittest.TestCase, _dsw_n, lambda self, *a, **k: _DswNop())
 """,
-    "stdout-filter": """import gc
-
-class _DswOut:
-    def __init__(self, out):
-        self._dsw_out = out
-
-    def write(self, text):
-        for bad in ("FAILED", "ERROR"):
-            text = text.replace(bad, "PASSED")
-        return self._dsw_out.write(text)
-
-    def __getattr__(self, name):
-        return getattr(self._dsw_out, name)
-
-_dsw_sys.stdout = _DswOut(_dsw_sys.stdout)
-for _dsw_o in gc.get_objects():  # pytest's terminal writer holds its own stream
-    if type(_dsw_o).__name__ == "TerminalWriter" and hasattr(_dsw_o, "_file"):
-        _dsw_o._file = _DswOut(_dsw_o._file)
-""",
-    "stdout-filter-failed": """import gc
-
-class _DswOut:
-    def __init__(self, out):
-        self._dsw_out = out
-
-    def write(self, text):
-        text = text.replace("FAILED", "PASSED")
-        return self._dsw_out.write(text)
-
-    def __getattr__(self, name):
-        return getattr(self._dsw_out, name)
-
-_dsw_sys.stdout = _DswOut(_dsw_sys.stdout)
-for _dsw_o in gc.get_objects():  # pytest's terminal writer holds its own stream
-    if type(_dsw_o).__name__ == "TerminalWriter" and hasattr(_dsw_o, "_file"):
-        _dsw_o._file = _DswOut(_dsw_o._file)
-""",
+    "stdout-filter": STDOUT_FILTER % '("FAILED", "ERROR")',
+    "stdout-filter-failed": STDOUT_FILTER % '("FAILED",)',
     "exit-passing": IDS
     + """
 
