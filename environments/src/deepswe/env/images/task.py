@@ -271,7 +271,13 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         # or the first `git commit -a` / `add` re-writes every blob, and git "freshens" (utimes)
         # the packs holding them: the whole history pack copied up into this layer.
         lines += ["COPY testbed /testbed", "WORKDIR /testbed"]
-        lines += ["RUN git update-index -q --refresh >/dev/null || true"]
+        # An index written in the same second as a file's mtime leaves that entry "racily clean"
+        # (git smudges it and re-hashes it, writing, at every command): files made just before
+        # the build (a repository made by a test, a fresh clone) wait out that second first.
+        lines += [
+            'RUN if [ -n "$(find . -path ./.git -prune -o -newermt "@$(( $(date +%s) - 2 ))" '
+            '-print -quit)" ]; then sleep 2; fi; git update-index -q --refresh >/dev/null || true'
+        ]
         for f in spec.files:  # what the install would download, fetched here (images/files.py)
             fetch_file(f, ctx / "files")
         if spec.files:
