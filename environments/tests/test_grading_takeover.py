@@ -444,3 +444,38 @@ def test_a_root_package_marker_does_not_hide_a_shadowing_module(repo, task, imag
         (c.path, c.why, c.restored) for c in run.grade.test_infra
     ], run.text
     assert run.grade.outcome is Outcome.UNRESOLVED
+
+
+# The package, imported (through the conftest's plugin) before pytest reads the test module,
+# rewrites the graded test file on disk: the tests that run are no longer the task's.
+REWRITE_TESTS = """import os
+
+_tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+for _how in ("write", "replace", "rename-folder"):
+    try:
+        if _how == "write":
+            with open(os.path.join(_tests, "test_ops.py"), "w") as f:
+                f.write("def test_add():\\n    pass\\n\\n\\ndef test_clamp():\\n    pass\\n")
+        elif _how == "replace":
+            with open(os.path.join(_tests, "new.py"), "w") as f:
+                f.write("def test_add():\\n    pass\\n\\n\\ndef test_clamp():\\n    pass\\n")
+            os.replace(os.path.join(_tests, "new.py"), os.path.join(_tests, "test_ops.py"))
+        else:
+            os.rename(_tests, _tests + "-old")
+            os.mkdir(_tests)
+            with open(os.path.join(_tests, "test_ops.py"), "w") as f:
+                f.write("def test_add():\\n    pass\\n\\n\\ndef test_clamp():\\n    pass\\n")
+        break
+    except OSError:
+        continue
+"""
+
+
+def test_the_tests_cannot_rewrite_the_tests_they_are_graded_by(repo, task, image):
+    """The graded files and every folder above them belong to root while the tests run (the
+    folders stay writable for new files, sticky): writing, replacing or moving them fails."""
+    patch = patch_of(repo, {"calc/__init__.py": REWRITE_TESTS})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.UNRESOLVED, run.text
+    assert run.grade.f2p_failed == ["tests/test_ops.py::test_add"]

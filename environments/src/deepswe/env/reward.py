@@ -306,7 +306,9 @@ def _run_as_tester(run: _Run, grader_dir: str) -> RewardRun:
     """A command the grader cannot own (not one pytest line), run as the tester: graded from its
     output, as the task wrote it."""
     script = f"exec 2>&1\n{run.task.test_spec.command}"
-    tests, _ = run_as_tester(run.sandbox, grader_dir, script, run.workdir, _timeout(run))
+    tests, _ = run_as_tester(
+        run.sandbox, grader_dir, script, run.workdir, _timeout(run), graded_paths(run.task)
+    )
     run.log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
     if tests.timed_out:
         run.log.append(TESTS_TIMEOUT)
@@ -328,7 +330,9 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
     launcher = LAUNCHER if owned.runner == "pytest" else UNITTEST_LAUNCHER
     run.sandbox.write_file(f"{grader_dir}/{launcher.name}", launcher.read_text())
     run.sandbox.write_file(f"{grader_dir}/settings.json", json.dumps(settings))
-    tests, text = run_as_tester(run.sandbox, grader_dir, owned.command, run.workdir, _timeout(run))
+    tests, text = run_as_tester(
+        run.sandbox, grader_dir, owned.command, run.workdir, _timeout(run), graded_paths(run.task)
+    )
     rep = read_report(text, nonce)
     if not rep.started and not tests.timed_out:
         raise SandboxError(

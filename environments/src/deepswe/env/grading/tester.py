@@ -6,8 +6,9 @@ repository to the tester (uid 65534, `nobody` in Debian and Ubuntu images) and r
 command as that user:
 
     root: the interpreter, site-packages (and an environment kept inside the repository), the
-          repository's `.git`, the grader's folder, the sandbox's helper and its stdout
-    tester: the repository's files, a home of its own, /tmp
+          repository's `.git`, the graded test files and every conftest.py (and the folders
+          above them, sticky like /tmp), the grader's folder, the sandbox's helper and its stdout
+    tester: the repository's other files, new files anywhere in it, a home of its own, /tmp
 
 so the tests cannot write the environment they run in, run a hook as root through `.git`, read
 or write the helper's `/proc/<pid>/fd`, signal root's processes (a `kill -1` ends the tester's
@@ -49,6 +50,21 @@ prune=(-path ./.git -o -name site-packages -o -name dist-packages)
 while IFS= read -r -d '' v; do prune+=(-o -path "$(dirname "$v")"); done \\
   < <(find . -path ./.git -prune -o -name pyvenv.cfg -print0)
 find . \\( "${{prune[@]}}" \\) -prune -o -exec chown -h {uid}:{uid} {{}} + || exit 91
+# ...but not the files that decide which tests run: the graded ones (listed in protected) and
+# every conftest.py stay root's, and so does each folder above them, made like /tmp (anyone may
+# add a file, nobody may move or remove root's): the tests cannot write, replace or move the
+# tests they are graded by.
+deepswe_protect() {{
+  [ -e "$1" ] || [ -L "$1" ] || return 0
+  chown -hR 0:0 "$1" && find "$1" -type d -exec chmod 1777 {{}} + && \\
+    find "$1" -type f -exec chmod a+r,go-w {{}} + || return 1
+  _d=$(dirname "$1")
+  while [ "$_d" != "." ] && [ "$_d" != "/" ]; do chown 0:0 "$_d" && chmod 1777 "$_d" || return 1
+    _d=$(dirname "$_d"); done
+}}
+chown 0:0 . && chmod 1777 . || exit 93
+while IFS= read -r -d '' p; do deepswe_protect "$p" || exit 93; done \\
+  < <(cat {g}/protected 2>/dev/null; find . -path ./.git -prune -o -name conftest.py -print0)
 # Hidden tests kept under /root (R2E-Gym's layout) and interpreters under it stay root's,
 # readable and traversable.
 chmod o+x /root 2>/dev/null
@@ -69,10 +85,17 @@ def report_path(grader_dir: str) -> str:
 
 
 def run_as_tester(
-    sandbox: Sandbox, grader_dir: str, script: str, workdir: str, timeout: float
+    sandbox: Sandbox,
+    grader_dir: str,
+    script: str,
+    workdir: str,
+    timeout: float,
+    protected: list[str] = (),
 ) -> tuple[ExecResult, str]:
     """`script` (bash) run as the tester in `workdir`: its result and what it wrote to fd 3.
+    `protected` (repository paths: the graded files) stay root's, as every conftest.py does.
     SandboxError when the tester could not be set up (no report was ever opened)."""
+    sandbox.write_file(f"{grader_dir}/protected", "".join(f"./{p}\0" for p in protected))
     sandbox.write_file(f"{grader_dir}/tests.sh", script)
     tests = sandbox.run(
         tester_script(grader_dir, "tests.sh", workdir), cwd=workdir, timeout=timeout
