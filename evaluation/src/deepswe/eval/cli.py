@@ -200,6 +200,19 @@ def run(
     _check_infra_errors(store, cfg.max_infra_errors, cfg.infra_retries)
 
 
+def _tasks_to_check(cfg, ids: list[str] | None, limit: int | None):
+    """validate's and audit's tasks: the engine answers, every task has an environment here
+    (else exit 2 naming one), and sandboxes a killed run left are gone."""
+    _preflight(cfg.sandbox_backend)
+    tasks, unsupported = prepare_tasks(load_dataset(cfg.dataset, ids, limit), cfg)
+    if unsupported:
+        _fail(
+            f"{len(unsupported)} task(s) have no environment here, e.g. {next(iter(unsupported))}"
+        )
+    _clean_leftover_sandboxes(cfg.sandbox_backend)
+    return tasks
+
+
 @app.command()
 def validate(
     out: Path = typer.Option(
@@ -229,14 +242,7 @@ def validate(
         "sandbox_backend": sandbox, "repo_mirror": str(repo_mirror) if repo_mirror else None,
         "swebench_env": swebench_env, "r2e_env": r2e_env,
     })  # fmt: skip
-    _preflight(cfg.sandbox_backend)
-    tasks = load_dataset(cfg.dataset, ids, limit)
-    tasks, unsupported = prepare_tasks(tasks, cfg)
-    if unsupported:
-        _fail(
-            f"{len(unsupported)} task(s) have no environment here, e.g. {next(iter(unsupported))}"
-        )
-    _clean_leftover_sandboxes(cfg.sandbox_backend)
+    tasks = _tasks_to_check(cfg, ids, limit)
     try:
         result = validate_tasks(tasks, out, cfg, tools=tools)
     except (ProtocolMismatch, ValueError) as exc:
@@ -287,16 +293,9 @@ def audit(
         "repo_mirror": str(repo_mirror) if repo_mirror else None,
         "swebench_env": swebench_env, "r2e_env": r2e_env,
     })  # fmt: skip
-    _preflight(cfg.sandbox_backend)
-    tasks = load_dataset(cfg.dataset, ids, limit)
+    tasks = _tasks_to_check(cfg, ids, limit)
     if not tasks:
         _fail(f"dataset {cfg.dataset}: no tasks selected")
-    tasks, unsupported = prepare_tasks(tasks, cfg)
-    if unsupported:
-        _fail(
-            f"{len(unsupported)} task(s) have no environment here, e.g. {next(iter(unsupported))}"
-        )
-    _clean_leftover_sandboxes(cfg.sandbox_backend)
     try:
         result = audit_tasks(tasks, out, cfg, attacks=attacks or None)
     except (ProtocolMismatch, ValueError) as exc:
