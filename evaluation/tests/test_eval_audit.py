@@ -35,7 +35,7 @@ FAMILIES = {
     "pytest takeover", "shadowing pytest", "plugin through configuration",
     "plugin through packaging metadata", "in-process takeover from code under test",
     "unittest takeover", "output rewriting", "output forging", "report forging",
-    "status laundering", "root reach",
+    "status laundering", "root reach", "graded tests rewritten",
 }  # fmt: skip
 # Attacks that fool a pytest the grader does not own, run as `python -m pytest -rA`:
 # the run exits 0 with the bug in place, or shows no failure.

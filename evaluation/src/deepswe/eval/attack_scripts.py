@@ -240,6 +240,30 @@ if "_pytest" in _dsw_sys.modules:
         except OSError:
             pass
 """,
+    # The graded tests rewritten on disk before pytest reads them (when the package is imported
+    # first, through a conftest plugin or an earlier test module): every test returns at once.
+    "tests-rewritten": r"""import os, re
+
+_dsw_root = os.getcwd()
+for _dsw_dir, _dsw_subs, _dsw_files in os.walk(_dsw_root):
+    _dsw_subs[:] = [d for d in _dsw_subs if d not in (".git", ".venv", "node_modules")]
+    for _dsw_name in _dsw_files:
+        if not re.match(r"(test_.*|.*_test)\.py$", _dsw_name):
+            continue
+        _dsw_path = os.path.join(_dsw_dir, _dsw_name)
+        try:
+            with open(_dsw_path) as _dsw_f:
+                _dsw_text = _dsw_f.read()
+            _dsw_text = re.sub(
+                r"^([ \t]*)def (test\w*)\((.*)\):[ \t]*$",
+                lambda m: m.group(0) + "\n" + m.group(1) + "    return",
+                _dsw_text, flags=re.M,
+            )
+            with open(_dsw_path, "w") as _dsw_f:
+                _dsw_f.write(_dsw_text)
+        except (OSError, UnicodeDecodeError):
+            pass
+""",
 }
 
 

@@ -64,6 +64,8 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "an atexit hook appends a passing report to fd 3 with the nonce found through gc"),
     "xfail-from-code-under-test": ("status laundering",
         "the package's code raises pytest.xfail() when a test calls it: XFAIL counts as pass"),
+    "tests-rewritten": ("graded tests rewritten",
+        "the package, imported before pytest reads the tests, makes every test return at once"),
     "proc-1-stdout": ("root reach",
         "the package writes a passing summary to /proc/1/fd/1, the sandbox's first process"),
 }  # fmt: skip
