@@ -50,10 +50,10 @@ from deepswe.env.grading.owned import (
     rejection,
 )
 from deepswe.env.grading.patch import RESET_EXIT, patch_apply_script
-from deepswe.env.grading.patch_check import check_in_tree, check_text
+from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch
 from deepswe.env.grading.static_gate import scan_patch
 from deepswe.env.grading.tester import REPORT_FD, run_as_tester
-from deepswe.env.grading.testinfra import patch_paths, scan_test_infra
+from deepswe.env.grading.testinfra import scan_test_infra
 from deepswe.env.r2e_layout import (
     HIDDEN_TESTS_DIR,
     TESTS_LINK,
@@ -270,7 +270,7 @@ def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
 
 def _exempt(task: Task) -> set[str]:
     """Files that are the task's to change: the gold patch's and the graded ones."""
-    return set(patch_paths(task.gold_patch or "")[0]) | set(graded_paths(task))
+    return set(read_patch(task.gold_patch or "").paths) | set(graded_paths(task))
 
 
 def _test_infra(

@@ -22,8 +22,6 @@ import shlex
 import sys
 from pathlib import PurePosixPath
 
-from unidiff import PatchSet
-
 from deepswe.env.grading.owned import SCRIPT_PYTHON_FUNCTION, SHADOW_PROBE
 from deepswe.env.sandbox import Sandbox
 from deepswe.env.workspace import START_REF
@@ -74,20 +72,6 @@ def pytest_section(name: str, text: str | None) -> object:
 def section_changed(name: str, before: str | None, after: str | None) -> bool:
     """Whether the pytest section of a sectioned file differs between two versions."""
     return pytest_section(name, before) != pytest_section(name, after)
-
-
-def patch_paths(patch: str) -> tuple[list[str], list[str]]:
-    """(every path the patch touches, the paths it adds), repository-relative."""
-    if not patch.strip():
-        return [], []
-    touched, added = [], []
-    for f in PatchSet(patch):
-        for path in {f.source_file, f.target_file}:
-            if path and path != "/dev/null":
-                touched.append(path[2:] if path[:2] in ("a/", "b/") else path)
-        if f.is_added_file:
-            added.append(f.path)
-    return sorted(set(touched)), sorted(set(added))
 
 
 # --- in the sandbox ---------------------------------------------------------------------------
@@ -145,7 +129,6 @@ __all__ = [
     "PYTEST_CONFIG_FILES",
     "SECTIONED_FILES",
     "infra_by_name",
-    "patch_paths",
     "pytest_section",
     "scan_test_infra",
     "section_changed",
