@@ -12,6 +12,7 @@ import pytest
 
 from deepswe.data.datasets import load_tasks
 from deepswe.data.loaders.r2e_gym import R2E_TEST_COMMANDS, r2e_test_command
+from deepswe.data.task import TestSpec
 from deepswe.env.grading.owned import (
     LAUNCHER,
     SHADOW_PROBE,
@@ -19,6 +20,7 @@ from deepswe.env.grading.owned import (
     own_pytest_command,
     read_report,
     rejection,
+    strict_refusal,
 )
 from deepswe.env.grading.testinfra import infra_by_name, section_changed
 
@@ -67,6 +69,26 @@ def test_a_pytest_command_is_run_by_the_launcher(command: str, expected: str) ->
 )
 def test_other_commands_run_as_the_task_wrote_them(command: str) -> None:
     assert own_pytest_command(command, L, R) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["./tests/runtests.py --verbosity 2 admin_views", "bin/test -C sympy/core/tests/test_basic.py"],
+)
+def test_strict_rules_refuse_a_runner_they_cannot_own(command: str) -> None:
+    """Its results could only be read from what the code under test prints: refused, with the
+    way out named; SWE-bench's rules still run it as written."""
+    why = strict_refusal(TestSpec(command=command, log_parser="pytest", rules="strict"))
+    assert why and command.split()[0] in why and "grading_rules: swebench" in why
+    assert strict_refusal(TestSpec(command=command, log_parser="pytest", rules="swebench")) is None
+    assert strict_refusal(TestSpec(command=command, log_parser="swebench")) is None  # its default
+
+
+def test_strict_rules_take_every_owned_command() -> None:
+    for command in ["python -m pytest -rA tests", r2e_test_command("tornado", ["x.py"])]:
+        assert strict_refusal(TestSpec(command=command, log_parser="pytest")) is None
+    tornado = r2e_test_command("tornado", ["tornado_unittest_runner.py"])
+    assert strict_refusal(TestSpec(command=tornado, log_parser="r2e-gym")) is None
 
 
 def test_every_swe_mini_task_is_graded_by_the_launcher() -> None:

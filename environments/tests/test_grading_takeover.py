@@ -479,3 +479,18 @@ def test_the_tests_cannot_rewrite_the_tests_they_are_graded_by(repo, task, image
     run = _grade(task, patch, image)
     assert run.grade.outcome is Outcome.UNRESOLVED, run.text
     assert run.grade.f2p_failed == ["tests/test_ops.py::test_add"]
+
+
+def test_a_command_the_grader_cannot_own_is_refused_under_strict_rules(task, image):
+    """A pipe (like Django's runtests.py or sympy's bin/test) would be graded from what the code
+    under test prints: strict rules refuse the task, and say why, before anything runs; SWE-bench's
+    rules run it as written."""
+    piped = task.test_spec.command + " | cat"
+    task = task.model_copy(
+        update={"test_spec": task.test_spec.model_copy(update={"command": piped})}
+    )
+    run = _grade(task, task.gold_patch, image)
+    assert run.grade.outcome is Outcome.INFRA_ERROR
+    assert "strict rules grade only tests the grader runs itself" in run.grade.reason
+    assert "short test summary info" not in run.output  # no test ran
+    assert _grade(task, task.gold_patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED

@@ -79,3 +79,18 @@ def test_replay_grade_and_report_agree_with_the_gold_run(tmp_path):
     assert _run("report", str(gold)).returncode == 0
     assert json.loads((gold / "metrics.json").read_text()) == before
     assert "## Protocol card" in (gold / "report.md").read_text()
+
+
+def test_a_task_strict_rules_refuse_is_unsupported_before_any_episode(tmp_path):
+    """A runner strict rules cannot own (here a pipe) is said per task, with the reason, before
+    any episode; the same task under SWE-bench's rules is prepared as usual."""
+    from deepswe.eval.cli import prepare_tasks
+    from deepswe.eval.config import EvalConfig
+
+    task = make_toy_tasks(tmp_path, n=1)[0]
+    spec = task.test_spec.model_copy(update={"command": task.test_spec.command + " | cat"})
+    task = task.model_copy(update={"test_spec": spec})
+    tasks, unsupported = prepare_tasks([task], EvalConfig())
+    assert tasks == [task]
+    assert "strict rules grade only" in unsupported[task.instance_id]
+    assert prepare_tasks([task], EvalConfig(grading_rules="swebench"))[1] == {}

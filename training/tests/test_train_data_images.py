@@ -40,3 +40,15 @@ def test_training_stops_before_it_starts_naming_the_mirror(rows, tmp_path, capsy
     assert "images for 5 R2E-Gym rows" in capsys.readouterr().err
     missing = load_config(CONFIGS / "deepswe-32b.yaml", [f"data.path={tmp_path}/none.jsonl"])
     assert "no such file (make data PROFILE=... writes it)" in _data_problems(missing)[0]
+
+
+def test_training_leaves_out_a_task_strict_rules_refuse(tmp_path, capsys):
+    """Its reward would be read from what its tests print: left out, said on stderr."""
+    from deepswe.data.toy import make_toy_tasks
+    from deepswe.train.sources.spine import without_refused
+
+    good, bad = make_toy_tasks(tmp_path, n=2)
+    spec = bad.test_spec.model_copy(update={"command": "./tests/runtests.py admin_views"})
+    bad = bad.model_copy(update={"test_spec": spec})
+    assert without_refused([good, bad]) == [good]
+    assert f"{bad.instance_id} left out: strict rules" in capsys.readouterr().err

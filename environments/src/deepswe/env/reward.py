@@ -11,7 +11,9 @@ is `grading.grade(task, log)`, a pure function.
     graded from its own report) -> grade
 
 Under strict rules (`TestSpec.grading_rules`) the grader owns the test process: no file the
-patch wrote can stand in for pytest, configure it, extend it, or print the results read.
+patch wrote can stand in for pytest, configure it, extend it, or print the results read; a task
+whose test command the grader cannot take over is refused (`strict_refusal`), never graded from
+what the tests print.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from deepswe.env.grading.owned import (
     own_pytest_command,
     read_report,
     rejection,
+    strict_refusal,
 )
 from deepswe.env.grading.patch import RESET_EXIT, patch_apply_script
 from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch
@@ -147,6 +150,10 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
     people (`RewardRun.output`) and never read for a marker.
     """
     run = _Run(task, sandbox, workdir)
+    refusal = strict_refusal(task.test_spec)
+    if refusal:  # a property of the task, not of the patch: said before anything runs
+        run.log.append(f"{INFRA_ERROR} ({refusal})")
+        return run.done(infra_error=True)
     try:
         if uses_r2e_layout(task):
             hide_grading_material(sandbox, workdir)
@@ -186,8 +193,6 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
             return run.done(infra_error=True)
         if owned is not None:
             return _run_owned(run, owned, grader_dir, touched)
-        if strict:
-            return _run_as_tester(run, grader_dir)
         spec = task.test_spec
         tests = sandbox.run(f"{spec.command} 2>&1", cwd=workdir, timeout=spec.timeout_s)
         run.log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
@@ -300,19 +305,6 @@ def graded_ids(task: Task) -> list[str]:
 
 def _timeout(run: _Run) -> float:
     return run.task.test_spec.timeout_s
-
-
-def _run_as_tester(run: _Run, grader_dir: str) -> RewardRun:
-    """A command the grader cannot own (not one pytest line), run as the tester: graded from its
-    output, as the task wrote it."""
-    script = f"exec 2>&1\n{run.task.test_spec.command}"
-    tests, _ = run_as_tester(
-        run.sandbox, grader_dir, script, run.workdir, _timeout(run), graded_paths(run.task)
-    )
-    run.log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
-    if tests.timed_out:
-        run.log.append(TESTS_TIMEOUT)
-    return run.done(timed_out=tests.timed_out)
 
 
 def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[str]) -> RewardRun:

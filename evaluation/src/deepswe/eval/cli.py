@@ -65,7 +65,9 @@ def prepare_tasks(tasks, cfg):
     """SWE-bench and R2E-Gym tasks get their environment (an image, or a spec to build one
     from --repo-mirror); returns (tasks, {instance_id: unsupported reason}). A task that can
     be neither (no image here, no mirror) exits 2 with one line, before any run folder."""
+    from deepswe.env.grading.owned import strict_refusal
     from deepswe.eval import r2e_env, swebench_env
+    from deepswe.eval.config import with_grading_rules
 
     mirror = Path(cfg.repo_mirror) if cfg.repo_mirror else None
     unsupported: dict[str, str] = {}
@@ -78,6 +80,10 @@ def prepare_tasks(tasks, cfg):
             unsupported.update(more)
     except (swebench_env.SwebenchEnvError, r2e_env.R2EEnvError) as exc:
         _fail(str(exc))
+    for t in tasks:  # strict rules refuse a runner they cannot own: said before any episode
+        why = strict_refusal(with_grading_rules(t, cfg).test_spec)
+        if why and t.instance_id not in unsupported:
+            unsupported[t.instance_id] = why
     return tasks, unsupported
 
 
@@ -206,9 +212,8 @@ def _tasks_to_check(cfg, ids: list[str] | None, limit: int | None):
     _preflight(cfg.sandbox_backend)
     tasks, unsupported = prepare_tasks(load_dataset(cfg.dataset, ids, limit), cfg)
     if unsupported:
-        _fail(
-            f"{len(unsupported)} task(s) have no environment here, e.g. {next(iter(unsupported))}"
-        )
+        first, why = next(iter(unsupported.items()))
+        _fail(f"{len(unsupported)} task(s) cannot be graded here, e.g. {first}: {why}")
     _clean_leftover_sandboxes(cfg.sandbox_backend)
     return tasks
 

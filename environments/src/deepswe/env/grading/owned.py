@@ -10,8 +10,9 @@ environment assignments, an `xvfb-run`/`env` wrapper, the interpreter and its op
 `-m pytest` (or a bare `pytest` console script) becomes the launcher. A line that runs a unittest
 runner script the hidden tests ship (`<python> r2e_tests/<runner>.py`, R2E-Gym's tornado and
 Pillow rows) is taken over the same way by the unittest launcher (`bin/deepswe_unittest.py`).
-Anything else (Django's runtests.py, sympy's bin/test, pipes) runs as the task wrote it, and
-grading says so.
+Anything else (Django's runtests.py, sympy's bin/test, pipes) can only be graded from output the
+code under test can print into: SWE-bench's rules run it as the task wrote it; strict rules refuse
+the task before any run (`strict_refusal`), with the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from deepswe.data.task import TestSpec
 
 LAUNCHER = Path(__file__).parent / "bin" / "deepswe_pytest.py"
 UNITTEST_LAUNCHER = Path(__file__).parent / "bin" / "deepswe_unittest.py"
@@ -182,6 +185,22 @@ class LauncherReport:
         ]
 
 
+def strict_refusal(spec: TestSpec) -> str | None:
+    """Why strict rules cannot grade a task with `spec`, or None when they can (or when the task
+    is graded by SWE-bench's rules). Strict rules read results only from the grader's own
+    launcher; a command it cannot take over (one pytest line, or one unittest runner the hidden
+    tests ship) would be graded from output the code under test can print into."""
+    if spec.grading_rules != "strict" or own_pytest_command(spec.command, "l", "s", "u"):
+        return None
+    shown = " ".join(spec.command.split())
+    shown = shown if len(shown) <= 120 else shown[:117] + "..."
+    return (
+        f"strict rules grade only tests the grader runs itself (one pytest line, or one "
+        f"unittest runner of the hidden tests), not `{shown}`: grade this task under swebench "
+        f"rules (grading_rules: swebench)"
+    )
+
+
 def read_report(text: str, nonce: str) -> LauncherReport:
     """The launcher's report. Its closing line counts only with the grader's `nonce`, and
     nothing after the first such line is read (the channel is append-only: what code under test
@@ -251,4 +270,5 @@ __all__ = [
     "own_pytest_command",
     "read_report",
     "rejection",
+    "strict_refusal",
 ]

@@ -36,6 +36,23 @@ def with_images(tasks: list[Task], data: Any) -> list[Task]:
     return plan.usable
 
 
+def without_refused(tasks: list[Task]) -> list[Task]:
+    """`tasks` less those whose rules refuse them (a runner strict rules cannot own: its
+    reward would be read from what the tests print), each said on stderr."""
+    import sys
+
+    from deepswe.env.grading.owned import strict_refusal
+
+    kept = []
+    for t in tasks:
+        why = strict_refusal(t.test_spec)
+        if why:
+            print(f"data: {t.instance_id} left out: {why}", file=sys.stderr)
+        else:
+            kept.append(t)
+    return kept
+
+
 class SpineSource:
     """Tasks from `data.path` (deepswe.data.loaders.load_tasks); one run_task per rollout."""
 
@@ -58,7 +75,8 @@ class SpineSource:
         if self._tasks is None:
             from deepswe.data.datasets import load_tasks
 
-            self._tasks = with_images(load_tasks(self.cfg.data.path), self.cfg.data)
+            tasks = with_images(load_tasks(self.cfg.data.path), self.cfg.data)
+            self._tasks = without_refused(tasks)
             if not self._tasks:
                 raise ValueError(f"data.path {self.cfg.data.path!r}: no tasks")
         return self._tasks
