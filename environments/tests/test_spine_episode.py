@@ -162,3 +162,23 @@ def test_model_touching_a_hidden_test_file_does_not_break_grading(task, image):
     run = grade_patch(task, task.gold_patch + clash, image=image, sandbox_limits=LIMITS)
     result, log = run.grade, run.log
     assert result.outcome is Outcome.RESOLVED, log
+
+
+def test_the_r2e_gym_scaffold_in_a_container(task, image):
+    """R2E-Gym's observable behaviour end to end: an invalid function's empty output, the editor
+    decoding as chardet guesses (the decoder written into the sandbox), and `submit` ending the
+    episode with R2E-Gym's finish text."""
+    script = [
+        "<function=create>\n<parameter=path>/testbed/x.py</parameter>\n</function>",
+        "<function=execute_bash>\n<parameter=cmd>printf 'A = \"\\342\\211\\245 1\"\\n' > m.py"
+        "</parameter>\n</function>",
+        "<function=file_editor>\n<parameter=command>view</parameter>\n"
+        "<parameter=path>/testbed/m.py</parameter>\n</function>",
+        "<function=submit>\n</function>",
+    ]
+    with DockerSandbox(image, LIMITS) as sb:
+        traj = run_episode(task, ScriptedPolicy(script), sb, EpisodeLimits(scaffold="r2e-gym"))
+    seen = [s.observation for s in traj.steps]
+    assert seen[0] == "Execution output of [create]:\n"
+    assert 'A = "\u00e2\u2030\u00a5 1"' in seen[2], seen[2]
+    assert seen[3] == "<<< Finished >>>" and traj.ending is Ending.SUBMITTED

@@ -204,7 +204,8 @@ def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
         f"- sandbox: {'no CPU quota' if box.cpus is None else f'{box.cpus:g} CPU'} for the "
         f"agent (none when grading), {box.memory} memory, {box.pids} processes, network "
         f"{'on' if box.network else f'off ({box.offline})'} ({cfg.sandbox_backend})",
-        f"- prompts: `{lim.prompt_variant}` variant, sha256 `{card.prompt_sha256[:16]}`",
+        f"- prompts: `{lim.prompt_variant}` variant, sha256 `{card.prompt_sha256[:16]}`; "
+        f"scaffold: `{lim.scaffold}`",
         f"- SWE-bench environments: {cfg.swebench_env}; grading rules: {cfg.grading_rules}",
         f"- code version: `{card.code_version}`; workers: {cfg.workers}; started {card.started_at}",
         "",

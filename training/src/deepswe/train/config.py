@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepswe.env.sandbox import SandboxLimits
+from deepswe.env.tools.scaffold import Scaffold
 from deepswe.eval.config import (
     ConfigError,  # noqa: F401 - re-exported: the training CLI and trainer catch it from here
     EvalConfig,
@@ -98,6 +99,9 @@ class EpisodeConfig(_Section):
     reward_timeout_s: float | None = Field(300.0, gt=0, description="hidden-test run; None: task's")
     sandbox_backend: str = Field("docker", description="deepswe.env sandbox backend")
     sandbox: SandboxLimits = Field(default_factory=SandboxLimits)
+    scaffold: Scaffold = Field(
+        "deepswe", description="r2e-gym: R2E-Gym's observable behaviour; deepswe: clearer messages"
+    )
 
 
 class EngineConfig(_Section):

@@ -17,7 +17,9 @@ from deepswe.env.policies import ContextExceeded, Policy, PolicyError, Reply
 from deepswe.env.r2e_layout import hide_grading_material, uses_r2e_layout
 from deepswe.env.sandbox import Sandbox, SandboxError
 from deepswe.env.tools import error_observation, format_observation, timeout_observation
-from deepswe.env.tools.calls import shell_command, tool_files
+from deepswe.env.tools.calls import TOOL_SPECS, shell_command, tool_files
+from deepswe.env.tools.observation import FINISHED_OBSERVATION
+from deepswe.env.tools.scaffold import SANDBOX_DECODER, Scaffold, decoder_wheel, ends_episode
 from deepswe.env.trajectory import Action, Ending, Step, Trajectory
 from deepswe.env.workspace import PatchNotTaken, agent_patch, take_snapshot
 
@@ -37,6 +39,11 @@ class EpisodeLimits(BaseModel):
     prompt_variant: prompts.Variant = Field("eval", description="eval: R2E-Gym; train: rLLM")
     keep_thinking: bool = Field(True, description="keep <think> in history (the reference did)")
     workdir: str = Field("/testbed", description="where the repository is")
+    scaffold: Scaffold = Field(
+        "deepswe",
+        description="r2e-gym: R2E-Gym's observable behaviour where it differs by design "
+        "(deepswe.env.tools.scaffold); deepswe: clearer messages",
+    )
 
 
 class _End(Exception):
@@ -45,10 +52,13 @@ class _End(Exception):
         self.ending, self.detail = ending, detail
 
 
-def install_tools(sandbox: Sandbox) -> None:
-    """Put the four tools on the sandbox's PATH as executables."""
+def install_tools(sandbox: Sandbox, scaffold: Scaffold = "deepswe") -> None:
+    """Put the four tools on the sandbox's PATH as executables (and, for the r2e-gym scaffold,
+    the editor's decoder where it looks)."""
     for name, path in tool_files().items():
         sandbox.write_file(f"{TOOLS_DIR}/{name}", path.read_bytes(), mode=0o755)
+    if scaffold == "r2e-gym":
+        sandbox.write_file(SANDBOX_DECODER, decoder_wheel().read_bytes())
 
 
 def _context_tokens(policy: Policy, messages: list[dict[str, str]], last: Reply | None) -> int:
@@ -71,6 +81,9 @@ def _observe(
         return prompts.continue_message(limits.prompt_variant), step
     step.action = Action(name=parsed.function_name, parameters=parsed.parameters)
     if parsed.error is not None:
+        if limits.scaffold == "r2e-gym" and parsed.function_name not in TOOL_SPECS:
+            # R2E-Gym's run_action catches its "Invalid Action" assertion: empty output.
+            return format_observation(parsed.function_name, "", "", 0), step
         return error_observation(parsed.function_name, parsed.error), step
     call = parsed.call
     assert call is not None
@@ -82,6 +95,23 @@ def _observe(
     if r.timed_out:
         return timeout_observation(timeout, call.name), step
     return format_observation(call.name, r.stdout, r.stderr, r.exit_code), step
+
+
+def _ends(parsed: ParsedAction, scaffold: Scaffold) -> bool:
+    """Whether this reply ends the episode: `finish` that can run; under r2e-gym, as in R2E-Gym's
+    `RepoEnv.step`, any function whose name holds "finish" or "submit", whatever its parameters."""
+    if not parsed.has_call or not ends_episode(parsed.function_name, scaffold):
+        return False
+    return scaffold == "r2e-gym" or parsed.error is None
+
+
+def _finished(parsed: ParsedAction, scaffold: Scaffold) -> str:
+    """The observation recorded for the last step (never shown to the model)."""
+    if scaffold == "deepswe":
+        return ""
+    if parsed.function_name in ("finish", "submit"):
+        return FINISHED_OBSERVATION
+    return format_observation(parsed.function_name, "", "", 0)  # an invalid action's
 
 
 def _loop(
@@ -103,9 +133,10 @@ def _loop(
         parsed = parse_action(last.text)
         shown = last.text if limits.keep_thinking else prompts.strip_thinking(last.text)
         traj.messages.append({"role": "assistant", "content": shown})
-        if parsed.call is not None and parsed.call.name == "finish":
-            observation, step = "", Step(index=i, assistant=last.text)
-            step.action = Action(name="finish", parameters=parsed.parameters)
+        ends = _ends(parsed, limits.scaffold)
+        if ends:
+            observation, step = _finished(parsed, limits.scaffold), Step(index=i, assistant="")
+            step.action = Action(name=parsed.function_name, parameters=parsed.parameters)
         else:
             left = limits.wall_timeout_s - (time.monotonic() - started)
             observation, step = _observe(parsed, sandbox, limits, left)
@@ -114,7 +145,7 @@ def _loop(
         step.prompt_tokens, step.completion_tokens = last.prompt_tokens, last.completion_tokens
         step.token_ids, step.logprobs = last.token_ids, last.logprobs
         traj.steps.append(step)
-        if step.action is not None and step.action.name == "finish" and parsed.error is None:
+        if ends:
             raise _End(Ending.SUBMITTED)
         reminder = prompts.step_reminder(limits.max_steps, i + 1, limits.prompt_variant)
         traj.messages.append({"role": "user", "content": observation + reminder})
@@ -140,7 +171,7 @@ def run_episode(
         if uses_r2e_layout(task):  # an R2E-Gym image's hidden tests and test script: gone
             hide_grading_material(sandbox, limits.workdir)
         take_snapshot(sandbox, limits.workdir)  # before the agent acts: the patch's "before"
-        install_tools(sandbox)
+        install_tools(sandbox, limits.scaffold)
         _loop(task, policy, sandbox, limits, traj)
     except _End as end:
         traj.ending, traj.ending_detail = end.ending, end.detail

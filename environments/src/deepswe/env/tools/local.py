@@ -38,17 +38,21 @@ def run_tool_locally(
     python: str = sys.executable,
     state_file: str | Path | None = None,
     timeout_s: float | None = 60,
+    decoder: str | Path | None = None,
 ) -> ToolRun:
     """Run `call` with `python` on this machine in `cwd`.
 
     `state_file` points the editor's undo history somewhere private (the sandbox default is
     /var/tmp/editor_state.json). Raises ToolError for an invalid call and
-    subprocess.TimeoutExpired past `timeout_s`.
+    subprocess.TimeoutExpired past `timeout_s`. `decoder`: a chardet wheel the editor decodes
+    with, as under the r2e-gym scaffold (`scaffold.decoder_wheel()`); None reads strict UTF-8.
     """
     argv = to_command(call)
     env = dict(os.environ)
     if state_file is not None:
         env["DEEPSWE_EDITOR_STATE"] = str(state_file)
+    # The editor's decoder (deepswe.env.tools.scaffold): chardet's wheel, or none (strict UTF-8).
+    env["DEEPSWE_EDITOR_DECODER"] = str(decoder or "")
     proc = subprocess.run(
         [python, str(tool_files()[call.name]), *argv[1:]],
         cwd=str(cwd),

@@ -69,6 +69,7 @@ class SpineSource:
             wall_timeout_s=ep.wall_timeout_s,
             prompt_variant="train",
             keep_thinking=True,  # one token sequence per trajectory: the history as sampled
+            scaffold=ep.scaffold,
         )
 
     def tasks(self) -> list[Task]:

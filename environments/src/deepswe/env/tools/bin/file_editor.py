@@ -10,9 +10,11 @@ DeepSWE-Preview was trained with R2E-Gym's editor (src/r2egym/agenthub/tools/r2e
 run with its defaults: python_only on, linting off), so the messages, the 10,000-character clip,
 the 4-line edit snippets, the automatic condensed view of .py files over 110 lines and the
 python-only restriction of `view` follow that file. This is an independent implementation.
-Deliberate differences: directory listings are sorted (R2E-Gym prints `find` order), booleans
-parse "true"/"false" properly, and reads are strict UTF-8 (R2E-Gym guesses with chardet when
-the image has it).
+Deliberate differences: directory listings are sorted (R2E-Gym prints `find` order) and booleans
+parse "true"/"false" properly. Reads are strict UTF-8, unless a chardet wheel is at
+$DEEPSWE_EDITOR_DECODER (default /usr/local/lib/deepswe-tools/chardet.whl, written there under
+the r2e-gym scaffold, deepswe.env.tools.scaffold): then, as R2E-Gym's `read_file`, each file is
+decoded with the encoding chardet guesses from its bytes (UTF-8 when it guesses none).
 """
 
 import argparse
@@ -55,9 +57,31 @@ def clip(text):
     return text[:MAX_RESPONSE_LEN] + TRUNCATED_MESSAGE
 
 
+DECODER = os.environ.get("DEEPSWE_EDITOR_DECODER", "/usr/local/lib/deepswe-tools/chardet.whl")
+_detect = []  # [chardet.detect] once loaded, [None] when there is no decoder
+
+
+def guessed_encoding(path):
+    """chardet's guess for the file's bytes when a decoder is installed, else UTF-8."""
+    if not _detect:
+        _detect.append(None)
+        if DECODER and os.path.isfile(DECODER):
+            sys.path.insert(0, DECODER)  # a pure-Python wheel imports from its zip
+            try:
+                import chardet
+
+                _detect[0] = chardet.detect
+            except Exception:  # an interpreter the wheel does not support: strict UTF-8
+                pass
+    if _detect[0] is None:
+        return "utf-8"
+    with open(str(path), "rb") as handle:
+        return _detect[0](handle.read())["encoding"] or "utf-8"
+
+
 def read_text(path):
     # Universal-newline text read, as R2E-Gym's Path.read_text: CRLF files read as LF.
-    with open(str(path), "r", encoding="utf-8") as handle:
+    with open(str(path), "r", encoding=guessed_encoding(path)) as handle:
         return handle.read()
 
 
