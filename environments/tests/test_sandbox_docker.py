@@ -46,6 +46,32 @@ def test_no_network_by_default(box):
     assert r.exit_code != 0
 
 
+LOOPBACK_V6 = """
+import socket
+server = socket.socket(socket.AF_INET6)
+server.bind(("::1", 0))
+server.listen(1)
+client = socket.create_connection(server.getsockname()[:2], timeout=5)
+print("connected", server.accept()[1][0])
+"""
+
+
+@pytest.mark.parametrize("offline", ["auto", "unreachable"])
+def test_the_loopback_has_ipv6_with_no_way_out(base_image, offline):
+    """Tests that bind `::1` pass here as where their statuses were recorded (R2E-Gym's
+    aiohttp rows): the loopback has IPv6 on either offline network; nothing else changes."""
+    limits = LIMITS.model_copy(update={"offline": offline})
+    with DockerSandbox(base_image, limits, workdir="/") as sb:
+        sb.write_file("/tmp/v6.py", LOOPBACK_V6)
+        r = sb.run("python3 /tmp/v6.py", timeout=20)
+        assert r.stdout.strip() == "connected ::1", r.output
+        out = sb.run(
+            "python3 -c \"import urllib.request; urllib.request.urlopen('http://[2001:db8::1]', timeout=3)\"",
+            timeout=20,
+        )
+        assert out.exit_code != 0
+
+
 def test_memory_hog_is_killed_not_the_sandbox(box):
     r = box.run("python3 -c 'b = bytearray(1024 * 1024 * 1024)'", timeout=30)
     assert r.exit_code != 0

@@ -75,6 +75,15 @@ def client() -> docker.DockerClient:
     return engine(300.0)
 
 
+def _loopback_ipv6() -> dict[str, str] | None:
+    """`::1` on the sandbox's loopback, as the machines task statuses were recorded on had it
+    (R2E-Gym's aiohttp rows bind `::1`): Docker leaves IPv6 off in a container's namespace
+    unless the network enables it. None where this kernel has no IPv6 to turn on."""
+    if not os.path.exists("/proc/sys/net/ipv6/conf/lo/disable_ipv6"):
+        return None
+    return {"net.ipv6.conf.lo.disable_ipv6": "0"}
+
+
 def _network_mode(lim: SandboxLimits) -> str | None:
     """Docker's default bridge with network; without, the offline network or no interface."""
     if lim.network:
@@ -154,6 +163,7 @@ class DockerSandbox(ChannelSandbox):
             init=True,  # reap orphans: zombies would count against the pids limit
             auto_remove=True,  # the helper exits when our stream closes: the engine cleans up
             network_mode=_network_mode(lim),
+            sysctls=_loopback_ipv6(),
             mem_limit=lim.memory,
             memswap_limit=lim.memory,
             pids_limit=lim.pids,
