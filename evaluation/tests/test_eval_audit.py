@@ -189,7 +189,7 @@ def test_audit_of_a_task_set_finds_no_hole(task_file, tmp_path):
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert run.returncode == 0, run.stderr[-3000:]
     manifest = json.loads((out / "audit.json").read_text())
-    assert manifest["version"] == 1 and set(manifest["attacks"]) == set(chosen)
+    assert manifest["version"] == 2 and set(manifest["attacks"]) == set(chosen)
     row = manifest["tasks"]["calc__audit-1"]
     assert row["gold"] == "resolved" and row["empty"] == "unresolved" and row["healthy"]
     assert set(row["attacks"]) == set(chosen)

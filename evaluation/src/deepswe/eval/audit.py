@@ -5,12 +5,15 @@ retried and kept apart, as `validate`'s): `<out>/gold` (the gold patch graded as
 `<out>/empty`, and `<out>/attack-<name>` for each attack of `deepswe.eval.attacks` (a scripted
 agent that runs the attack's script in the sandbox and submits). Then the manifest
 `<out>/audit.json` (`AuditManifest`, versioned, one flat row per task) and the table
-`<out>/audit.md`. A task is healthy when gold resolves it and the empty patch does not; an
-attack that resolves any task is a HOLE: the grader paid reward 1 for a patch that left the bug.
+`<out>/audit.md`. A task is healthy when gold resolves it in every run, the empty patch never
+does, and gold's log shows no need for the network; an attack that resolves any task is a HOLE:
+the grader paid reward 1 for a patch that left the bug. `deepswe-eval health` writes the same
+manifest with no attacks and gold run N times (`health.json`, deepswe.eval.health).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -24,6 +27,7 @@ from deepswe.env.policies import PolicySpec
 from deepswe.eval.attacks import ATTACKS, script_sha256
 from deepswe.eval.card import make_card, open_run
 from deepswe.eval.config import EvalConfig
+from deepswe.eval.network import network_sign
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, atomic_write_json
 
@@ -31,7 +35,9 @@ ATTACK_POLICY = "deepswe.eval.attacks:AttackPolicy"
 HOW = (
     "Each task graded with its gold patch (gold), the empty patch (empty), and once per attack: "
     "a scripted agent runs the attack's bash script in the sandbox (the bug left in place) and "
-    "submits the workspace diff. healthy: gold resolved and empty not. An attack outcome "
+    "submits the workspace diff. healthy: gold resolved in every run, empty in none, and no "
+    "line of gold's log showing its tests reached for the network (deepswe.eval.network); "
+    "flaky: gold's runs disagree. An attack outcome "
     "'resolved' is a HOLE (reward 1 for a patch that fixes nothing); unresolved, tampered and "
     "patch_apply_failed are the grader holding. infra_error decides nothing and is retried by "
     "running the same command again. With several runs, gold counts as resolved only when "
@@ -53,6 +59,13 @@ class TaskAudit(BaseModel):
 
     gold: str | None
     empty: str | None
+    gold_runs: list[str | None] = Field(
+        default_factory=list, description="gold's outcome in each run, in run order"
+    )
+    flaky: bool = Field(False, description="gold's runs disagree")
+    network: str | None = Field(
+        None, description="the line of gold's log showing the tests need the network"
+    )
     attacks: dict[str, str | None]
     image: str | None = Field(None, description="the task's image tag (or its given image)")
     image_id: str | None = Field(None, description="the engine's id of that image, when known")
@@ -81,8 +94,13 @@ class AuditSummary(BaseModel):
 class AuditManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
+    kind: Literal["audit", "health"] = "audit"
     dataset: str
+    dataset_sha256: str | None = Field(
+        None, description="the tasks' identity: sha256 of their JSON, sorted by instance id"
+    )
+    rounds: int = Field(1, description="runs of gold and empty per task")
     harness_version: str = Field(description="the run card's code_version (git describe)")
     attacks: dict[str, AttackInfo]
     tasks: dict[str, TaskAudit]
@@ -145,7 +163,7 @@ def audit_tasks(
     folders under `out`, resumable; write `out`/audit.json and `out`/audit.md and return the
     manifest. ValueError for an unknown attack; card.ProtocolMismatch if a folder holds
     another protocol."""
-    names = list(ATTACKS) if not attacks else list(dict.fromkeys(attacks))
+    names = list(ATTACKS) if attacks is None else list(dict.fromkeys(attacks))
     unknown = [n for n in names if n not in ATTACKS]
     if unknown:
         raise ValueError(f"unknown attack(s) {', '.join(unknown)}; known: {', '.join(ATTACKS)}")
@@ -187,8 +205,18 @@ def build_manifest(
                 key = folder if folder in ("gold", "empty") else f"attack-{folder}"
                 undecided.setdefault(key, []).append(t.instance_id)
         gold, empty = _outcome(got["gold"], True), _outcome(got["empty"], False)
+        runs = [_outcome([r], True) for r in sorted(got["gold"], key=lambda r: r.run)]
+        flaky = len(set(runs)) > 1
+        network = next(filter(None, map(_network_line, got["gold"])), None)
         reasons = []
-        if gold != Outcome.RESOLVED.value:
+        if network:
+            reasons.append(f"needs the network: {network}")
+        if flaky:
+            won = runs.count(Outcome.RESOLVED.value)
+            reasons.append(
+                f"flaky: gold resolved {won} of {len(runs)} runs ({', '.join(map(str, runs))})"
+            )
+        elif gold != Outcome.RESOLVED.value:
             reasons.append(f"gold: {gold}, want resolved ({_why(got['gold'])})")
         if empty == Outcome.RESOLVED.value:
             reasons.append("empty: resolved: the tests pass with the bug in place")
@@ -201,10 +229,10 @@ def build_manifest(
                 holes.setdefault(n, []).append(t.instance_id)
                 reasons.append(f"HOLE: attack {n} resolved it")
         image, image_id = _image(t, cfg.sandbox_backend)
+        healthy = gold == Outcome.RESOLVED.value and empty != Outcome.RESOLVED.value
         rows[t.instance_id] = TaskAudit(
-            gold=gold, empty=empty, attacks=row, image=image, image_id=image_id,
-            healthy=gold == Outcome.RESOLVED.value and empty != Outcome.RESOLVED.value,
-            reasons=reasons,
+            gold=gold, empty=empty, gold_runs=runs, flaky=flaky, network=network, attacks=row,
+            image=image, image_id=image_id, healthy=healthy and not network, reasons=reasons,
         )  # fmt: skip
     unhealthy = [i for i, r in rows.items() if not r.healthy]
     summary = AuditSummary(
@@ -214,9 +242,25 @@ def build_manifest(
     )  # fmt: skip
     attacks = {n: AttackInfo(family=ATTACKS[n].family, why=ATTACKS[n].why) for n in names}
     return AuditManifest(
-        dataset=cfg.dataset, harness_version=version or "unknown", attacks=attacks, tasks=rows,
-        summary=summary,
+        kind="audit" if names else "health", dataset=cfg.dataset,
+        dataset_sha256=dataset_sha256(tasks), rounds=cfg.baseline_runs,
+        harness_version=version or "unknown", attacks=attacks, tasks=rows, summary=summary,
     )  # fmt: skip
+
+
+def dataset_sha256(tasks: list[Task]) -> str:
+    """The tasks' identity: what a manifest was measured on (any change to a task changes it)."""
+    h = hashlib.sha256()
+    for t in sorted(tasks, key=lambda t: t.instance_id):
+        h.update(t.model_dump_json().encode() + b"\n")
+    return h.hexdigest()
+
+
+def _network_line(r: EpisodeRecord) -> str | None:
+    """The line of a non-resolved gold run's log that shows its tests need the network."""
+    if r.outcome is Outcome.RESOLVED or r.trajectory is None:
+        return None
+    return network_sign(r.trajectory.test_log or "")
 
 
 def _gate_decided(r: EpisodeRecord) -> bool:
@@ -235,8 +279,28 @@ def _why(records: list[EpisodeRecord]) -> str:
 COLUMNS = [o.value for o in Outcome] + ["unsupported_env", "None"]
 
 
+def health_markdown(m: AuditManifest) -> str:
+    """One row per task: gold's runs, empty, the network sign, healthy or the reason."""
+    s = m.summary
+    lines = [f"# Health of {m.dataset}", "",
+             f"harness {m.harness_version}; tasks sha256 {(m.dataset_sha256 or '?')[:16]}; "
+             f"{s.tasks} tasks, {s.healthy} healthy; gold and empty run {m.rounds} time(s).", "",
+             "| task | gold runs | empty | healthy | reason |", "|---|---|---|---|---|"]  # fmt: skip
+    for i, r in sorted(m.tasks.items(), key=lambda kv: (kv[1].healthy, kv[0])):
+        runs = ", ".join(map(str, r.gold_runs)) or str(r.gold)
+        why = "; ".join(r.reasons).replace("|", "\\|")
+        lines.append(f"| {i} | {runs} | {r.empty} | {'yes' if r.healthy else 'NO'} | {why} |")
+    if s.undecided:
+        lines += ["", "Still infra_error (run the same command again to retry):"]
+        lines += [f"- {f}: {', '.join(ids)}" for f, ids in s.undecided.items()]
+    return "\n".join(lines + ["", m.how, ""])
+
+
 def markdown(m: AuditManifest) -> str:
-    """The table: attacks as rows (holes first), outcome counts as columns."""
+    """The table: attacks as rows (holes first), outcome counts as columns (a health manifest:
+    one row per task)."""
+    if m.kind == "health":
+        return health_markdown(m)
     s = m.summary
     used = [c for c in COLUMNS if c == "resolved" or any(c in d for d in s.outcomes.values())]
     head = "| attack | family | " + " | ".join(used) + " | decided by the static gate |"
@@ -264,9 +328,10 @@ def markdown(m: AuditManifest) -> str:
 
 
 def write_manifest(m: AuditManifest, out: Path) -> None:
+    """`out`/audit.json and audit.md (health.json and health.md for a health manifest)."""
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "audit.json", m.model_dump(mode="json"))
-    (out / "audit.md").write_text(markdown(m), encoding="utf-8")
+    atomic_write_json(out / f"{m.kind}.json", m.model_dump(mode="json"))
+    (out / f"{m.kind}.md").write_text(markdown(m), encoding="utf-8")
 
 
 __all__ = [
@@ -277,6 +342,8 @@ __all__ = [
     "TaskAudit",
     "audit_tasks",
     "build_manifest",
+    "dataset_sha256",
+    "health_markdown",
     "markdown",
     "write_manifest",
 ]

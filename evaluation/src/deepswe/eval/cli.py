@@ -26,6 +26,26 @@ _SANDBOX = typer.Option(
 )
 
 
+_HEALTH = typer.Option(
+    None, help="a health manifest (deepswe-eval health): Pass@1 on its healthy tasks beside all"
+)
+
+
+def _keep_health(path: Path | None, run_dir: Path) -> None:
+    """The manifest copied into the run folder (report.HEALTH_FILE), checked readable first."""
+    if path is None:
+        return
+    from deepswe.eval.health import HealthError, load_manifest
+    from deepswe.eval.report import HEALTH_FILE
+
+    try:
+        manifest = load_manifest(path)
+    except HealthError as exc:
+        _fail(f"--health {exc}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / HEALTH_FILE).write_text(manifest.model_dump_json(indent=1), encoding="utf-8")
+
+
 def _fail(msg: str, code: int = 2) -> None:
     typer.echo(f"deepswe-eval: {msg}", err=True)
     raise typer.Exit(code)
@@ -165,6 +185,7 @@ def run(
     limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
     ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
     dry_run: bool = typer.Option(False, help="print the resolved config and exit"),
+    health: Path = _HEALTH,
 ) -> None:
     """Run (task x run) episodes; resumable: the same --out continues where it stopped."""
     from deepswe.eval.report import build_report, summary_table
@@ -194,6 +215,7 @@ def run(
         _fail(f"dataset {cfg.dataset}: no tasks selected")
     tasks, unsupported = prepare_tasks(tasks, cfg)
     store = _open(out, cfg, tasks, served)
+    _keep_health(health, store.root)
     _clean_leftover_sandboxes(cfg.sandbox_backend)
     try:
         run_all(tasks, cfg, store, unsupported=unsupported)
@@ -290,22 +312,12 @@ def audit(
     unknown = [a for a in attacks or [] if a not in ATTACKS]
     if unknown:
         _fail(f"--attacks: unknown {', '.join(unknown)}; see --list")
-    from deepswe.eval.audit import audit_tasks
-    from deepswe.eval.card import ProtocolMismatch
-
     cfg = _config(config, overrides, {
         "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
         "repo_mirror": str(repo_mirror) if repo_mirror else None,
         "swebench_env": swebench_env, "r2e_env": r2e_env,
     })  # fmt: skip
-    tasks = _tasks_to_check(cfg, ids, limit)
-    if not tasks:
-        _fail(f"dataset {cfg.dataset}: no tasks selected")
-    try:
-        result = audit_tasks(tasks, out, cfg, attacks=attacks or None)
-    except (ProtocolMismatch, ValueError) as exc:
-        _fail(str(exc))
-    typer.echo((out / "audit.md").read_text())
+    result = _manifest(cfg, out, ids, limit, attacks or None)
     s = result.summary
     problems = [f"HOLE: {n} resolved {', '.join(i)}" for n, i in s.holes.items()]
     problems += [f"unhealthy: {i}: {'; '.join(result.tasks[i].reasons)}" for i in s.unhealthy]
@@ -313,6 +325,54 @@ def audit(
                  for f, i in s.undecided.items()]  # fmt: skip
     if problems:
         _fail(f"audit of {cfg.dataset} failed:\n  " + "\n  ".join(problems), code=1)
+
+
+def _manifest(cfg, out: Path, ids, limit, attacks: list[str] | None):
+    """Run an audit (attacks None: all of them; []: none, a health check) and print its table."""
+    from deepswe.eval.audit import audit_tasks
+    from deepswe.eval.card import ProtocolMismatch
+
+    tasks = _tasks_to_check(cfg, ids, limit)
+    if not tasks:
+        _fail(f"dataset {cfg.dataset}: no tasks selected")
+    try:
+        result = audit_tasks(tasks, out, cfg, attacks=attacks)
+    except (ProtocolMismatch, ValueError) as exc:
+        _fail(str(exc))
+    typer.echo((out / f"{result.kind}.md").read_text())
+    return result
+
+
+@app.command()
+def health(
+    out: Path = typer.Option(..., help="folder for the gold/ and empty/ run folders; resumable"),
+    config: Path = _CONFIG,
+    overrides: list[str] = _OVERRIDES,
+    dataset: str = typer.Option(None, help=DATASET_HELP),
+    rounds: int = typer.Option(None, min=1, help="runs of gold and empty per task (default 3)"),
+    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
+    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
+    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
+    sandbox: str = _SANDBOX,
+    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+) -> None:
+    """Each task's health: gold run N times (flaky when the runs disagree), the empty patch, a
+    need for the network read from gold's log. Writes OUT/health.json, which training reads to
+    leave unhealthy tasks out (data.health), and OUT/health.md. Exit 0 once every run is
+    decided (3 while infra errors remain: run again)."""
+    cfg = _config(config, overrides, {
+        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
+        "repo_mirror": str(repo_mirror) if repo_mirror else None,
+        "swebench_env": swebench_env, "r2e_env": r2e_env, "baseline_runs": rounds or 3,
+    })  # fmt: skip
+    result = _manifest(cfg, out, ids, limit, [])
+    s = result.summary
+    typer.echo(f"health: {s.healthy} of {s.tasks} task(s) healthy; manifest {out}/health.json")
+    if s.undecided:
+        left = [f"{f}: {', '.join(i)}" for f, i in s.undecided.items()]
+        _fail("still infra_error (run the same command again):\n  " + "\n  ".join(left), 3)
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -416,7 +476,10 @@ def images(
 
 
 @app.command()
-def report(run_dir: Path = typer.Argument(..., help="a run folder written by `run`")) -> None:
+def report(
+    run_dir: Path = typer.Argument(..., help="a run folder written by `run`"),
+    health: Path = _HEALTH,
+) -> None:
     """Rebuild metrics.json, report.md, plots and SWE-bench files from the stored episodes."""
     from deepswe.eval.card import ProtocolMismatch, read_card
     from deepswe.eval.report import build_report, summary_table
@@ -437,6 +500,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run folder written by `ru
         )
     except typer.Exit:
         typer.echo("note: dataset not loadable here; SWE-bench files not rewritten", err=True)
+    _keep_health(health, store.root)
     metrics = build_report(run_dir)
     typer.echo(summary_table(metrics))
 

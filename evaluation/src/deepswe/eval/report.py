@@ -62,6 +62,7 @@ def build_report(run_dir: Path | str) -> dict:
     card = read_card(store)
     records = store.records()
     metrics = compute_metrics(records, card.instance_ids, card.runs)
+    metrics["healthy"] = _healthy_subset(store.root, records, card)
     atomic_write_json(store.root / "metrics.json", metrics)
     metrics["_steps_values"] = [len(r.trajectory.steps) for r in records if r.trajectory]
     plots = _plots(metrics, store.root)
@@ -69,6 +70,31 @@ def build_report(run_dir: Path | str) -> dict:
     metrics.pop("_steps_values")
     write_view(store.root, records=records)
     return metrics
+
+
+HEALTH_FILE = "health.json"
+
+
+def _healthy_subset(root: Path, records: list, card: RunCard) -> dict | None:
+    """Pass@1 on the tasks the run folder's health manifest (`<run>/health.json`, put there by
+    `run --health` or `report --health`) does not call unhealthy, and the tasks outside with
+    their reasons; None without a manifest. The benchmark keeps every task: this is beside it."""
+    path = root / HEALTH_FILE
+    if not path.is_file():
+        return None
+    from deepswe.eval.health import load_manifest, unhealthy
+
+    bad = {i: why for i, why in unhealthy(load_manifest(path)).items() if i in card.instance_ids}
+    ids = [i for i in card.instance_ids if i not in bad]
+    sub = compute_metrics([r for r in records if r.instance_id not in bad], ids, card.runs)
+    return {
+        "tasks": len(ids),
+        "pass@1_mean": sub["pass@1_mean"],
+        "pass@1_std": sub["pass@1_std"],
+        "outside": bad,
+        "how": f"Pass@1 as above over the {len(ids)} task(s) {HEALTH_FILE} does not call "
+        "unhealthy (gold fails or flakes, empty passes, the tests need the network)",
+    }
 
 
 def summary_table(m: dict) -> str:
@@ -92,6 +118,15 @@ def summary_table(m: dict) -> str:
                 "Pass@1, supported tasks",
                 f"{_pct(m['pass@1_supported_mean'])} ({m['supported_tasks']} tasks)",
                 m["pass@1_supported_how"],
+            )
+        )
+    if m.get("healthy"):
+        h = m["healthy"]
+        rows.append(
+            (
+                "Pass@1, healthy tasks",
+                f"{_pct(h['pass@1_mean'])} ± {_pct(h['pass@1_std'])} ({h['tasks']} tasks)",
+                h["how"],
             )
         )
     rows += [(f"outcome: {k}", str(v), "stored episodes") for k, v in m["counts"].items()]
@@ -176,6 +211,10 @@ def render_markdown(m: dict, card: RunCard, plots: list[str]) -> str:
         _dist_row("grade seconds", m["grade_seconds"], "fresh sandbox + patch + hidden tests"),
         "",
     ]
+    if m.get("healthy") and m["healthy"]["outside"]:
+        out += ["## Tasks outside the healthy subset", "", "| instance | why |", "|---|---|"]
+        out += [f"| {i} | {why.replace('|', '/')} |" for i, why in m["healthy"]["outside"].items()]
+        out.append("")
     if m["not_graded"]:
         out += [
             "## Not graded (infra_error, unsupported_env)",

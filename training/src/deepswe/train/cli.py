@@ -84,13 +84,15 @@ def _data_problems(cfg) -> list[str]:  # cfg: TrainConfig
         return []
     from deepswe.data.datasets import load_tasks
     from deepswe.data.errors import DataError
-    from deepswe.train.sources.spine import with_images
+    from deepswe.train.sources.spine import healthy, with_images, without_refused
 
     path = cfg.data.path
     if path.endswith((".jsonl", ".json", ".parquet")) and not Path(path).exists():
         return [f"data.path {path!r}: no such file (make data PROFILE=... writes it)"]
     try:
-        with_images(load_tasks(path), cfg.data)  # prints which images the run will use
+        tasks = with_images(load_tasks(path), cfg.data)  # prints which images the run will use
+        if not healthy(without_refused(tasks), cfg.data):  # prints what it leaves out
+            return [f"data.path {path!r}: no task left once the unhealthy are out"]
     except (DataError, ValueError) as e:
         return [str(e)]
     return []
@@ -206,11 +208,16 @@ def train(
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: runs/<run.name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run folder's latest "
                                 "checkpoint (the config must be the same but for run.steps)."),
+    include_unhealthy: bool = typer.Option(False, "--include-unhealthy", help="Keep the tasks "
+                                           "the health manifest calls unhealthy "
+                                           "(data.include_unhealthy=true)."),
 ) -> None:  # fmt: skip
     """Run GRPO++ training: rollouts, advantages, updates, checkpoints, metrics under runs/ID."""
     from deepswe.train.config import ConfigError, load_config
     from deepswe.train.trainer import train_run
 
+    if include_unhealthy:
+        overrides = [*(overrides or []), "data.include_unhealthy=true"]
     try:
         cfg = load_config(config, overrides or [])
     except ConfigError as e:

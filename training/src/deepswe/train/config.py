@@ -72,6 +72,14 @@ class DataConfig(_Section):
         description="R2E-Gym rows: R2E-Gym's own image when the engine has it, else built from "
         "source (auto), always built (build), or the image only (image)",
     )
+    health: str | None = Field(
+        None,
+        description="a health manifest (deepswe-eval health's health.json, or an audit.json): "
+        "the tasks it calls unhealthy are left out; default: a health.json beside data.path",
+    )
+    include_unhealthy: bool = Field(
+        False, description="keep the tasks the manifest calls unhealthy"
+    )
     text: TextEnvConfig = Field(default_factory=TextEnvConfig)
 
 

@@ -53,6 +53,52 @@ def without_refused(tasks: list[Task]) -> list[Task]:
     return kept
 
 
+def health_manifest(data: Any) -> Path | None:
+    """The health manifest training reads: `data.health`, else a health.json beside a task
+    file (`deepswe-eval health` writes one), else None."""
+    if data.health:
+        return Path(data.health)
+    if data.path and Path(data.path).is_file():
+        beside = Path(data.path).parent / "health.json"
+        return beside if beside.is_file() else None
+    return None
+
+
+def healthy(tasks: list[Task], data: Any) -> list[Task]:
+    """`tasks` less those the health manifest calls unhealthy (gold fails or flakes, the empty
+    patch passes, the tests need the network), each said on stderr with its reason; all of them
+    with `data.include_unhealthy`. ValueError (naming data.health) for a manifest that cannot be
+    read, or one measured on other tasks."""
+    import sys
+
+    from deepswe.eval.audit import dataset_sha256
+    from deepswe.eval.health import HealthError, load_manifest, quarantine, summary_lines
+
+    path = health_manifest(data)
+    if path is None:
+        print("data: no health manifest (data.health): every task kept", file=sys.stderr)
+        return tasks
+    try:
+        manifest = load_manifest(path)
+    except HealthError as exc:
+        raise ValueError(f"data.health: {exc}") from None
+    unknown = [t.instance_id for t in tasks if t.instance_id not in manifest.tasks]
+    if unknown and len(unknown) == len(tasks):
+        raise ValueError(f"data.health {str(path)!r}: measured none of these tasks")
+    if manifest.dataset_sha256 not in (None, dataset_sha256(tasks)):
+        print(f"data: {path} was measured on a task set that differs from data.path's "
+              f"({len(unknown)} task(s) unmeasured, kept)", file=sys.stderr)  # fmt: skip
+    kept, left_out = quarantine(tasks, manifest)
+    if not left_out:
+        print(f"data: {path}: every task healthy", file=sys.stderr)
+        return tasks
+    lines = summary_lines(left_out, len(tasks), str(path))
+    if data.include_unhealthy:
+        lines[0] = lines[0].replace("left out", "KEPT (data.include_unhealthy)")
+    print("\n".join(f"data: {line}" for line in lines), file=sys.stderr)
+    return tasks if data.include_unhealthy else kept
+
+
 class SpineSource:
     """Tasks from `data.path` (deepswe.data.loaders.load_tasks); one run_task per rollout."""
 
@@ -77,7 +123,7 @@ class SpineSource:
             from deepswe.data.datasets import load_tasks
 
             tasks = with_images(load_tasks(self.cfg.data.path), self.cfg.data)
-            self._tasks = without_refused(tasks)
+            self._tasks = healthy(without_refused(tasks), self.cfg.data)
             if not self._tasks:
                 raise ValueError(f"data.path {self.cfg.data.path!r}: no tasks")
         return self._tasks

@@ -1,0 +1,214 @@
+"""Task health (`deepswe-eval health`, deepswe.eval.health/network/audit): a manifest per task set
+whose unhealthy tasks training leaves out.
+
+Without Docker: the network signs on real messages, and the manifest built from records (a
+flaky gold among them: a fresh sandbox per run gives no way to make a real test flaky on cue).
+With Docker: a three-task set (healthy, needing the network, passing with the bug in place)
+measured end to end, and training's task list read through it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from deepswe.data.datasets import load_tasks
+from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.toy import diff_to, git, write_tasks
+from deepswe.env.grading.outcomes import Outcome
+from deepswe.env.trajectory import Ending, Trajectory
+from deepswe.eval.audit import build_manifest, dataset_sha256
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.health import HealthError, load_manifest, quarantine
+from deepswe.eval.network import network_sign
+from deepswe.eval.store import EpisodeRecord, EpisodeStatus
+from deepswe.train.sources.spine import healthy
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "E   socket.gaierror: [Errno -3] Temporary failure in name resolution",
+        "E   aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host "
+        "example.com:80 ssl:default [Name or service not known]",
+        "E   requests.exceptions.ConnectionError: HTTPSConnectionPool(host='httpbin.org', "
+        "port=443): Max retries exceeded with url: /get",
+        "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com",
+        "OSError: [Errno 101] Network is unreachable",
+    ],
+)
+def test_the_network_is_recognised_from_what_clients_print(line):
+    log = f"collected 3 items\n\ntests/test_x.py F\n{line}\n1 failed in 0.1s\n"
+    assert network_sign(log) == " ".join(line.split())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "E   ConnectionRefusedError: [Errno 111] Connection refused",  # a local server down
+        "E   assert add(2, 3) == 5",
+        "PASSED tests/test_net.py::test_name_resolution_errors_are_reported",
+    ],
+)
+def test_local_failures_are_not_the_network(line):
+    assert network_sign(f"x\n{line}\ny\n") is None
+
+
+def _task(i: str) -> Task:
+    return Task(
+        instance_id=i, repo="o/r", base_commit="0" * 40, problem_statement="p",
+        source=TaskSource.SWE_MINI, image="img:1", test_spec=TestSpec(command="pytest", log_parser="pytest"),
+        hidden=HiddenTests(fail_to_pass=["t::a"]), gold_patch="diff",
+    )  # fmt: skip
+
+
+def _record(i: str, run: int, outcome: Outcome, log: str = "") -> EpisodeRecord:
+    traj = Trajectory(instance_id=i, policy="p", messages=[], ending=Ending.SUBMITTED,
+                      outcome=outcome, test_log=log)  # fmt: skip
+    return EpisodeRecord(instance_id=i, run=run, repo="o/r", status=EpisodeStatus.GRADED,
+                         outcome=outcome, trajectory=traj)  # fmt: skip
+
+
+def _manifest(tmp_path: Path):
+    R, U = Outcome.RESOLVED, Outcome.UNRESOLVED
+    tasks = [_task(i) for i in ("good", "flaky", "net", "free")]
+    net_log = "FAILED t::b - socket.gaierror: [Errno -3] Temporary failure in name resolution"
+    gold = {"good": [R, R, R], "flaky": [R, U, R], "net": [U, U, U], "free": [R, R, R]}
+    empty = {"good": [U], "flaky": [U], "net": [U], "free": [R]}
+    records = {
+        "gold": {i: [_record(i, k, o, net_log if i == "net" else "") for k, o in enumerate(v)]
+                 for i, v in gold.items()},
+        "empty": {i: [_record(i, k, o) for k, o in enumerate(v)] for i, v in empty.items()},
+    }  # fmt: skip
+    cfg = EvalConfig(dataset="tasks.jsonl", baseline_runs=3)
+    return tasks, build_manifest(tasks, cfg, [], records, "v1")
+
+
+def test_the_manifest_names_each_unhealthy_task_with_its_reason(tmp_path):
+    tasks, m = _manifest(tmp_path)
+    assert m.kind == "health" and m.rounds == 3 and m.dataset_sha256 == dataset_sha256(tasks)
+    assert {i for i, r in m.tasks.items() if r.healthy} == {"good"}
+    assert m.tasks["flaky"].flaky and m.tasks["flaky"].gold_runs == [
+        "resolved",
+        "unresolved",
+        "resolved",
+    ]
+    assert m.tasks["flaky"].reasons == [
+        "flaky: gold resolved 2 of 3 runs (resolved, unresolved, resolved)"
+    ]
+    assert m.tasks["net"].network.endswith("Temporary failure in name resolution")
+    assert m.tasks["net"].reasons[0].startswith("needs the network: FAILED t::b")
+    assert m.tasks["free"].reasons == ["empty: resolved: the tests pass with the bug in place"]
+    kept, out = quarantine(tasks, m)
+    assert [t.instance_id for t in kept] == ["good"] and set(out) == {"flaky", "net", "free"}
+
+
+def test_training_leaves_out_the_unhealthy_and_says_why(tmp_path, capsys):
+    tasks, m = _manifest(tmp_path)
+    (tmp_path / "health.json").write_text(m.model_dump_json())
+    data = SimpleNamespace(health=str(tmp_path), path=None, include_unhealthy=False)
+    assert [t.instance_id for t in healthy(tasks, data)] == ["good"]
+    err = capsys.readouterr().err
+    assert "3 of 4 task(s) left out as unhealthy" in err and "flaky: gold resolved 2 of 3" in err
+    data.include_unhealthy = True
+    assert len(healthy(tasks, data)) == 4 and "KEPT" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="data.health: .*no such manifest"):
+        healthy(tasks, SimpleNamespace(health=str(tmp_path / "x.json"), path=None))
+    (tmp_path / "bad.json").write_text('{"version": 9}')
+    with pytest.raises(HealthError, match="not a health or audit manifest"):
+        load_manifest(tmp_path / "bad.json")
+
+
+# --- Docker: a real task set measured ------------------------------------------------------
+
+OPS_BUG = "def add(a, b):\n    return a - b\n"
+TESTS = (
+    "import socket\n\nfrom calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_other():\n    assert add(0, 0) == 0\n\n\n"
+    "def test_lookup():\n    socket.getaddrinfo('example.com', 80)\n"
+)
+PTH = ("python -c 'import site, pathlib; "
+       'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\'')  # fmt: skip
+
+
+def _real_task(repo: Path, name: str, f2p: list[str], p2p: list[str]) -> Task:
+    return Task(
+        instance_id=f"calc__{name}-1", repo="calc/calc",
+        base_commit=git(repo, "rev-parse", "HEAD").strip(), problem_statement="add is wrong.",
+        source=TaskSource.SWE_MINI,
+        environment=EnvironmentSpec(source=str(repo), pip=["pytest"], install=[PTH]),
+        test_spec=TestSpec(command="python -m pytest -rA -p no:cacheprovider tests/test_ops.py",
+                           log_parser="pytest", timeout_s=120),
+        hidden=HiddenTests(fail_to_pass=f2p, pass_to_pass=p2p, graded_files=["tests/test_ops.py"]),
+        gold_patch=diff_to(repo, "calc/ops.py", OPS_BUG.replace("a - b", "a + b")),
+    )  # fmt: skip
+
+
+@pytest.mark.docker
+def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
+    repo = tmp_path / "calc"
+    (repo / "calc").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "calc" / "__init__.py").write_text("")
+    (repo / "calc" / "ops.py").write_text(OPS_BUG)
+    (repo / "tests" / "test_ops.py").write_text(TESTS)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc")
+    t = "tests/test_ops.py::"
+    tasks = [
+        _real_task(repo, "healthy", [t + "test_add"], [t + "test_other"]),
+        _real_task(repo, "network", [t + "test_add"], [t + "test_lookup"]),  # recorded online
+        _real_task(repo, "nobug", [t + "test_other"], []),  # passes with the bug in place
+    ]
+    path = write_tasks(tasks, tmp_path / "tasks.jsonl")
+    out = tmp_path / "health"
+    cmd = [str(Path(sys.executable).with_name("deepswe-eval")), "health", "--dataset", str(path),
+           "--out", str(out), "--rounds", "2", "--workers", "2"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "health: 1 of 3 task(s) healthy" in run.stdout
+    m = json.loads((out / "health.json").read_text())
+    rows = m["tasks"]
+    assert (
+        rows["calc__healthy-1"]["healthy"]
+        and rows["calc__healthy-1"]["gold_runs"] == ["resolved"] * 2
+    )
+    assert "name resolution" in rows["calc__network-1"]["network"]
+    assert rows["calc__nobug-1"]["reasons"] == [
+        "empty: resolved: the tests pass with the bug in place"
+    ]
+    assert "| calc__network-1 |" in (out / "health.md").read_text()
+    # training: a health.json beside the task file is read by default
+    (tmp_path / "health.json").write_text((out / "health.json").read_text())
+    data = SimpleNamespace(health=None, path=str(path), include_unhealthy=False)
+    kept = healthy(load_tasks(str(path)), data)
+    assert [k.instance_id for k in kept] == ["calc__healthy-1"]
+    assert "2 of 3 task(s) left out as unhealthy" in capsys.readouterr().err
+
+
+def test_the_report_gives_pass_at_1_on_the_healthy_subset_beside_all(tmp_path):
+    """An evaluation keeps every task; the report adds the healthy subset and names the rest."""
+    from deepswe.eval.card import make_card, open_run
+    from deepswe.eval.report import HEALTH_FILE, build_report
+
+    tasks, m = _manifest(tmp_path)
+    cfg = EvalConfig(dataset="tasks.jsonl")
+    store, _ = open_run(tmp_path / "run", make_card(cfg, tasks))
+    won = {"good": Outcome.RESOLVED, "flaky": Outcome.RESOLVED, "net": Outcome.UNRESOLVED,
+           "free": Outcome.RESOLVED}  # fmt: skip
+    for i, o in won.items():
+        store.save(_record(i, 0, o))
+    assert build_report(tmp_path / "run")["healthy"] is None  # no manifest: nothing beside
+    (tmp_path / "run" / HEALTH_FILE).write_text(m.model_dump_json())
+    metrics = build_report(tmp_path / "run")
+    assert metrics["pass@1_mean"] == 0.75
+    assert metrics["healthy"]["tasks"] == 1 and metrics["healthy"]["pass@1_mean"] == 1.0
+    assert set(metrics["healthy"]["outside"]) == {"flaky", "net", "free"}
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "Pass@1, healthy tasks" in report and "| net | needs the network:" in report
