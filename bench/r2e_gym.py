@@ -8,9 +8,10 @@ a folder of git clones `<owner>__<name>` holding the rows' commits (aio-libs__ai
 biolab__orange3, python-pillow__Pillow, numpy__numpy, tornadoweb__tornado, ...). Rows whose
 install used Python 3.7, 3.8 or 3.10 need $DEEPSWE_HOST_PYTHONS (deepswe/env/images/hostpython.py).
 
-A clone must hold every object its rows' history reaches (a GitHub clone does). The snapshots
-this was measured on lacked a few large blobs; the bench's clones were repaired as follows,
-nothing else changed: orange3's Orange/datasets/adult.tab of 2013 (in the 2018 base trees) and
+A clone must hold every object of its rows' base trees; history objects it lacks are cut away at
+build time (deepswe/env/images/history.py: the fetched numpy snapshot is cut at 8b48eb0bad by
+itself now). The snapshots this was measured on lacked a few large blobs; the bench's clones
+were repaired as follows (before the automatic cut), nothing else changed: orange3's Orange/datasets/adult.tab of 2013 (in the 2018 base trees) and
 Pillow's Tests/fonts/NotoColorEmoji.ttf, NotoSansJP-Regular.otf and Tests/images/fujifilm.mpo
 (in the 2021 base tree) written back with `git hash-object -w` from the Orange3 3.17.0 and
 Pillow 8.2.0 sdists on PyPI (same blob ids); Pillow's NotoColorEmoji.ttf of 2020-03 (history

@@ -3,9 +3,9 @@ our verdict must equal swebench's own `get_eval_report` on the same test log.
 
 Needs a folder named by $DEEPSWE_VERIFIED_DIR holding `verified.jsonl` (rows in the Hugging Face
 dataset's columns) and `mirror/<owner>__<name>` git clones with the rows' commits (SWE-bench's
-own mirrors, e.g. github.com/swe-bench/django__django, hold them; a clone missing objects,
-as a snapshot can, is cut above them: delete the refs that reach them and write the first
-commits after the gap to .git/shallow, as evaluation/README.md says of matplotlib's). Rows whose
+own mirrors, e.g. github.com/swe-bench/django__django, hold them; a clone missing old objects,
+as a snapshot can, is cut above them when a row is built (deepswe/env/images/history.py); a
+gap in a row's own base tree fails that row). Rows whose
 spec names a Python the Debian images lack need $DEEPSWE_HOST_PYTHONS
 (deepswe/env/images/hostpython.py).
 

@@ -291,3 +291,38 @@ def test_builds_of_one_image_in_parallel_never_read_a_half_written_learned_file(
         assert w.exitcode == 0
     learned = reader.learned()
     assert reads > 0 and len(learned) == 2 * n and len(set(learned)) == 2 * n
+
+
+@pytest.mark.docker
+def test_a_mirror_missing_objects_or_shallow_still_builds_with_its_history_cut(
+    tmp_path, monkeypatch
+):
+    """Mirrors as users have them: a snapshot that lacks an old blob (fetched numpy, orange3 and
+    matplotlib did) and a shallow clone. Each row builds; the history above the gap is kept, the
+    build log and the image's label say where it was cut, and nothing older is reachable."""
+    from deepswe.env.images.task import ensure_task_image
+    from deepswe.env.sandbox.docker import client
+
+    repo = _repo(tmp_path, "gappy", {"README": "x\n"})
+    old = _commit_at(repo, "2019-03-01T00:00:00Z", {"data.bin": os.urandom(4096)}, monkeypatch)
+    blob = git(repo, "rev-parse", f"{old}:data.bin").strip()
+    kept = _commit_at(repo, "2019-06-01T00:00:00Z", {"data.bin": b"small\n"}, monkeypatch)
+    git(repo, "tag", "v-old", old)
+    base = _commit_at(repo, "2021-02-01T00:00:00Z", {"f.py": b"X = 1\n"}, monkeypatch)
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # the snapshot's gap
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow))
+    spec = EnvironmentSpec(source="", pip=["iniconfig"])
+    for source, want in [(repo, ["2", kept[:12]]), (shallow, ["1", None])]:
+        logs: list[str] = []
+        tag = ensure_task_image(_task(source, base, spec), log=logs.append)
+        label = client().images.get(tag).labels.get("deepswe.history_cut")
+        out = _run(
+            _task(source, base, spec), "git fsck 2>&1 && git log --format=%h | wc -l && git tag"
+        )
+        assert out.split() == [want[0]], out  # the old tag went with the cut
+        if want[1]:
+            assert label.startswith(f"history cut at {want[1]}") and "2 first-parent" in label
+            assert any(want[1] in line and "lacks objects" in line for line in logs), logs
+        else:
+            assert label is None  # a shallow clone lacks nothing it reaches

@@ -16,6 +16,11 @@ Django rows span 2015-2023: a handful of history images instead of ~230 copies).
 before base_commit, so the layer holds nothing a policy could not already see. Without such an
 ancestor (a young repository, swe-mini's one-commit repositories) the task image holds all of
 its history, as before. The split changes layers only: /testbed is the same repository.
+
+A source that lacks objects (a partial clone, a snapshot missing old blobs, as fetched
+numpy, orange3 and matplotlib were) keeps the history above the deepest first-parent ancestor
+from which every object is present, as a shallow repository (`cut_incomplete_history`); the
+build log says where, and the task image carries it as the label `deepswe.history_cut`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,62 @@ def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
     if res.returncode != 0:
         raise ImageBuildError(f"git {' '.join(args)} failed in {repo}: {res.stderr.strip()}")
     return res.stdout
+
+
+def _missing(repo: Path) -> list[str]:
+    """Objects HEAD's history reaches that the repository lacks (a partial or damaged clone)."""
+    out = _git(repo, "rev-list", "--objects", "--missing=print", "HEAD")
+    return [line[1:] for line in out.splitlines() if line.startswith("?")]
+
+
+def _shallow_at(repo: Path, commit: str, before: str | None) -> None:
+    """Make `commit` a root of HEAD's history: .git/shallow lists every kept commit (reachable
+    from HEAD but not from `commit`'s parents) that has a parent outside the kept ones, plus the
+    roots the clone already had (`before`: its .git/shallow, None when it was complete)."""
+    shallow = repo / ".git" / "shallow"
+    if before is None:
+        shallow.unlink(missing_ok=True)
+    else:
+        shallow.write_text(before)
+    parents = _git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
+    rows = _git(repo, "rev-list", "--parents", "HEAD", "--not", *parents).splitlines()
+    kept = {row.split()[0] for row in rows}
+    roots = {c for c, *ps in map(str.split, rows) if any(p not in kept for p in ps)}
+    roots |= {c for c in (before or "").split() if c in kept}
+    shallow.write_text("".join(f"{c}\n" for c in sorted(roots)))
+
+
+def cut_incomplete_history(repo: Path) -> tuple[str, int] | None:
+    """When HEAD's history reaches objects `repo` lacks (a partial clone, a snapshot missing old
+    blobs), keep only the history above the deepest first-parent ancestor from which every
+    object is present: `repo` is made shallow there (the tags beyond it are no longer merged).
+    Returns (that commit, how many first-parent commits were kept), or None when nothing is
+    missing. ImageBuildError when HEAD's own tree is incomplete."""
+    missing = _missing(repo)
+    if not missing:
+        return None
+    chain = _git(repo, "rev-list", "--first-parent", "HEAD").split()
+    shallow = repo / ".git" / "shallow"
+    before = shallow.read_text() if shallow.is_file() else None
+
+    def complete(depth: int) -> bool:
+        _shallow_at(repo, chain[depth], before)
+        return not _missing(repo)
+
+    if not complete(0):
+        if before is None:
+            shallow.unlink()
+        else:
+            shallow.write_text(before)
+        raise ImageBuildError(
+            f"the repository lacks objects of its base commit's own tree, e.g. {missing[0]}"
+        )
+    good, bad = 0, len(chain)  # complete(good) holds; every depth >= bad is incomplete
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if complete(mid) else (good, mid)
+    _shallow_at(repo, chain[good], before)
+    return chain[good], good + 1
 
 
 def history_cut(repo: Path) -> str | None:

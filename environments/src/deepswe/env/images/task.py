@@ -37,7 +37,12 @@ from deepswe.data.task import EnvironmentSpec, Task
 from deepswe.env.images.base import ImageBuildError, ensure_base_image
 from deepswe.env.images.files import IMAGE_FOLDER as FILES_FOLDER
 from deepswe.env.images.files import fetch_file
-from deepswe.env.images.history import history_cut, split_history, tags_merged
+from deepswe.env.images.history import (
+    cut_incomplete_history,
+    history_cut,
+    split_history,
+    tags_merged,
+)
 from deepswe.env.images.hostpython import NoHostPython, host_python
 from deepswe.env.images.offline import (
     Wheelhouse,
@@ -207,15 +212,22 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
     return tag
 
 
-def prepare_repository(source: str, base_commit: str, dest: Path) -> None:
+def prepare_repository(source: str, base_commit: str, dest: Path) -> str | None:
     """Clone `source` into `dest` at `base_commit`, leaving nothing after it to find: branch
-    `main` only, no remote, and only the tags base_commit already contains."""
+    `main` only, no remote, and only the tags base_commit already contains. A source lacking
+    objects of the history is cut above them (history.cut_incomplete_history): returns a line
+    saying where, or None when the whole history is there."""
     res = subprocess.run(
         ["git", "clone", "-q", "--no-checkout", source, str(dest)], capture_output=True, text=True
     )
     if res.returncode != 0:
         raise ImageBuildError(f"cannot clone {source}: {res.stderr.strip()}")
     _git(dest, "checkout", "-q", "-B", "main", base_commit)
+    cut = cut_incomplete_history(dest)
+    said = None
+    if cut is not None:
+        said = (f"history cut at {cut[0][:12]}: {source} lacks objects further back; "
+                f"{cut[1]} first-parent commit(s) kept")  # fmt: skip
     past = {f"refs/tags/{t}" for t in _git(dest, "tag", "--merged", "HEAD").split()}
     for ref in _git(dest, "for-each-ref", "--format=%(refname)").split():
         if ref != "refs/heads/main" and ref not in past:
@@ -224,6 +236,7 @@ def prepare_repository(source: str, base_commit: str, dest: Path) -> None:
         _git(dest, "remote", "remove", remote)
     _git(dest, "reflog", "expire", "--expire=now", "--all")
     _git(dest, "gc", "-q", "--prune=now")
+    return said
 
 
 def _history_image(env: str, spec: EnvironmentSpec, repo: Path, folder: Path, log: Log) -> str:
@@ -259,7 +272,9 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
     with tempfile.TemporaryDirectory(prefix="deepswe-task-") as tmp:
         ctx = Path(tmp) / "context"
         ctx.mkdir()
-        prepare_repository(spec.source, task.base_commit, ctx / "testbed")
+        cut = prepare_repository(spec.source, task.base_commit, ctx / "testbed")
+        if cut:
+            log(f"{task.instance_id}: {cut}")
         start = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
         # What one task of an environment had to learn, its siblings download up front.
         wheels = _wheelhouse(spec, ctx / "wheels", env.replace("/", "_").replace(":", "_"))
@@ -284,6 +299,8 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
             lines += [f"COPY files {FILES_FOLDER}"]
         lines += [f"RUN {cmd}" for cmd in spec.install]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}
+        if cut:
+            labels["deepswe.history_cut"] = cut
         dockerfile = "\n".join(lines) + "\n"
         build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
     return tag
