@@ -94,3 +94,21 @@ def test_a_task_strict_rules_refuse_is_unsupported_before_any_episode(tmp_path):
     assert tasks == [task]
     assert "strict rules grade only" in unsupported[task.instance_id]
     assert prepare_tasks([task], EvalConfig(grading_rules="swebench"))[1] == {}
+
+
+@pytest.mark.docker
+def test_validate_keeps_going_past_a_task_it_cannot_grade(tmp_path):
+    """One task strict rules refuse (its command is a pipe): recorded unsupported_env with the
+    reason; the other graded; the exit says how many were not graded and where to look."""
+    good, piped = make_toy_tasks(tmp_path / "src", n=2)
+    spec = piped.test_spec.model_copy(update={"command": piped.test_spec.command + " | cat"})
+    piped = piped.model_copy(update={"test_spec": spec})
+    data = write_tasks([good, piped], tmp_path / "tasks.jsonl")
+    res = _run("validate", "--dataset", str(data), "--out", str(tmp_path / "v"), "--no-tools")
+    assert res.returncode == 1, res.stderr[-2000:]
+    summary = json.loads(res.stdout[res.stdout.index("{") :])
+    assert summary["passed"] == 1 and summary["failed"] == {}
+    assert "strict rules grade only" in summary["unsupported"][piped.instance_id]
+    assert "1 task(s) not graded here (unsupported_env)" in res.stderr
+    assert "deepswe-eval envs --dataset" in res.stderr
+    assert "0 failed, 0 undecided, 1 not graded here" in res.stderr

@@ -158,6 +158,7 @@ def audit_tasks(
     cfg: EvalConfig,
     attacks: list[str] | None = None,
     console: Console | None = None,
+    unsupported: dict[str, str] | None = None,
 ) -> AuditManifest:
     """Run gold, empty and every attack (`cfg.baseline_runs` runs each) over `tasks` in run
     folders under `out`, resumable; write `out`/audit.json and `out`/audit.md and return the
@@ -175,7 +176,7 @@ def audit_tasks(
         store, card = open_run(Path(out) / folder, make_card(pcfg, tasks))
         version = version or card.code_version
         console.print(f"[bold]{folder}[/bold]: {spec.args.get('attack', spec.name)}")
-        run_all(tasks, pcfg, store, console=console)
+        run_all(tasks, pcfg, store, console=console, unsupported=unsupported)
         mine = records.setdefault(folder, {})
         for r in store.records():
             mine.setdefault(r.instance_id, []).append(r)

@@ -91,13 +91,23 @@ def prepare_tasks(tasks, cfg):
 
     mirror = Path(cfg.repo_mirror) if cfg.repo_mirror else None
     unsupported: dict[str, str] = {}
+    steps = [
+        (swebench_env.needs_swebench_env, lambda c: swebench_env.prepare_all(
+            c, mode=cfg.swebench_env, mirror=mirror)),
+        (r2e_env.needs_r2e_env, lambda c: r2e_env.prepare_all(c, mode=cfg.r2e_env, mirror=mirror)),
+    ]  # fmt: skip
     try:
-        if any(swebench_env.needs_swebench_env(t) for t in tasks):
-            tasks, more = swebench_env.prepare_all(tasks, mode=cfg.swebench_env, mirror=mirror)
-            unsupported.update(more)
-        if any(r2e_env.needs_r2e_env(t) for t in tasks):
-            tasks, more = r2e_env.prepare_all(tasks, mode=cfg.r2e_env, mirror=mirror)
-            unsupported.update(more)
+        for needs, prepare_all in steps:
+            if not any(map(needs, tasks)):
+                continue
+            done: list = []
+            for k in range(0, len(tasks), 25):  # a line per 25 tasks: specs, mirrors, images
+                more_tasks, more = prepare_all(tasks[k : k + 25])
+                done += more_tasks
+                unsupported.update(more)
+                typer.echo(f"environments: {len(done)}/{len(tasks)} task(s) prepared, "
+                           f"{len(unsupported)} unsupported", err=True)  # fmt: skip
+            tasks = done
     except (swebench_env.SwebenchEnvError, r2e_env.R2EEnvError) as exc:
         _fail(str(exc))
     for t in tasks:  # strict rules refuse a runner they cannot own: said before any episode
@@ -225,19 +235,28 @@ def run(
     metrics = build_report(out)
     typer.echo(summary_table(metrics))
     typer.echo(f"report: {out}/report.md")
+    _say_unsupported(unsupported, cfg.dataset)
     _check_infra_errors(store, cfg.max_infra_errors, cfg.infra_retries)
 
 
 def _tasks_to_check(cfg, ids: list[str] | None, limit: int | None):
-    """validate's and audit's tasks: the engine answers, every task has an environment here
-    (else exit 2 naming one), and sandboxes a killed run left are gone."""
+    """validate's, audit's and health's tasks and {id: why} for those that cannot be graded
+    here (they are recorded unsupported_env; the others are graded): the engine answers, and
+    sandboxes a killed run left are gone."""
     _preflight(cfg.sandbox_backend)
     tasks, unsupported = prepare_tasks(load_dataset(cfg.dataset, ids, limit), cfg)
-    if unsupported:
-        first, why = next(iter(unsupported.items()))
-        _fail(f"{len(unsupported)} task(s) cannot be graded here, e.g. {first}: {why}")
     _clean_leftover_sandboxes(cfg.sandbox_backend)
-    return tasks
+    return tasks, unsupported
+
+
+def _say_unsupported(unsupported: dict[str, str], dataset: str) -> None:
+    """The tasks not graded here, each with its reason, and where to look next."""
+    if not unsupported:
+        return
+    typer.echo(f"{len(unsupported)} task(s) not graded here (unsupported_env):", err=True)
+    for i, why in unsupported.items():
+        typer.echo(f"  {i}: {why[:300]}", err=True)
+    typer.echo(f"  what builds here: deepswe-eval envs --dataset {dataset}", err=True)
 
 
 @app.command()
@@ -269,14 +288,16 @@ def validate(
         "sandbox_backend": sandbox, "repo_mirror": str(repo_mirror) if repo_mirror else None,
         "swebench_env": swebench_env, "r2e_env": r2e_env,
     })  # fmt: skip
-    tasks = _tasks_to_check(cfg, ids, limit)
+    tasks, unsupported = _tasks_to_check(cfg, ids, limit)
     try:
-        result = validate_tasks(tasks, out, cfg, tools=tools)
+        result = validate_tasks(tasks, out, cfg, tools=tools, unsupported=unsupported)
     except (ProtocolMismatch, ValueError) as exc:
         _fail(str(exc))
     typer.echo(json.dumps(result.summary(), indent=1))
+    _say_unsupported(result.unsupported, cfg.dataset)
     if not result.ok:
-        _fail(f"{len(result.failed)} failed, {len(result.undecided)} undecided", code=1)
+        _fail(f"{len(result.failed)} failed, {len(result.undecided)} undecided, "
+              f"{len(result.unsupported)} not graded here", code=1)  # fmt: skip
 
 
 @app.command()
@@ -332,14 +353,15 @@ def _manifest(cfg, out: Path, ids, limit, attacks: list[str] | None):
     from deepswe.eval.audit import audit_tasks
     from deepswe.eval.card import ProtocolMismatch
 
-    tasks = _tasks_to_check(cfg, ids, limit)
+    tasks, unsupported = _tasks_to_check(cfg, ids, limit)
     if not tasks:
         _fail(f"dataset {cfg.dataset}: no tasks selected")
     try:
-        result = audit_tasks(tasks, out, cfg, attacks=attacks)
+        result = audit_tasks(tasks, out, cfg, attacks=attacks, unsupported=unsupported)
     except (ProtocolMismatch, ValueError) as exc:
         _fail(str(exc))
     typer.echo((out / f"{result.kind}.md").read_text())
+    _say_unsupported(unsupported, cfg.dataset)
     return result
 
 

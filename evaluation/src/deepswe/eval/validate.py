@@ -43,17 +43,23 @@ class Validation:
     # The gold patch replayed through the tools: instance id -> why it did not resolve.
     tools_failed: dict[str, str] = field(default_factory=dict)
     tools_checked: int = 0
+    # Tasks no environment here serves (recorded unsupported_env, never run): id -> why.
+    unsupported: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.undecided
+        return not self.failed and not self.undecided and not self.unsupported
 
     def summary(self) -> dict:
         return {
-            "tasks": len(self.passed) + len(self.failed) + len(self.undecided),
+            "tasks": len(self.passed)
+            + len(self.failed)
+            + len(self.undecided)
+            + len(self.unsupported),
             "passed": len(self.passed),
             "failed": self.failed,
             "undecided": self.undecided,
+            "unsupported": self.unsupported,
             "tools": {
                 "checked": self.tools_checked,
                 "expressed": self.tools_checked - len(self.tools_failed),
@@ -103,10 +109,14 @@ def validate_tasks(
     cfg: EvalConfig,
     console: Console | None = None,
     tools: bool = True,
+    unsupported: dict[str, str] | None = None,
 ) -> Validation:
     """Grade the gold patch and the empty patch over `tasks` (`cfg.baseline_runs` runs each) in
     `out`/gold and `out`/empty, and with `tools` replay the gold patch through the tools in
-    `out`/tools; resumable. card.ProtocolMismatch if a folder holds another protocol."""
+    `out`/tools; resumable. `unsupported` (instance id -> why no environment here serves it):
+    those are recorded unsupported_env, never run, and counted apart; the others are graded.
+    card.ProtocolMismatch if a folder holds another protocol."""
+    unsupported = unsupported or {}
     folders = [*EXPECTED, *(["tools"] if tools else [])]
     records: dict[str, dict[str, list[EpisodeRecord]]] = {
         t.instance_id: {f: [] for f in folders} for t in tasks
@@ -115,12 +125,14 @@ def validate_tasks(
         policy = cfg.policy.model_copy(update={"name": POLICY[folder]})
         pcfg = cfg.model_copy(update={"policy": policy, "runs": cfg.baseline_runs})
         store, _ = open_run(Path(out) / folder, make_card(pcfg, tasks))
-        run_all(tasks, pcfg, store, console=console)
+        run_all(tasks, pcfg, store, console=console, unsupported=unsupported)
         for r in store.records():
             if r.instance_id in records:
                 records[r.instance_id][folder].append(r)
-    result = Validation()
+    result = Validation(unsupported={i: w for i, w in unsupported.items() if i in records})
     for t in tasks:
+        if t.instance_id in result.unsupported:
+            continue
         mine = records[t.instance_id]
         if t.hidden.expected_statuses is not None:
             lines = [
