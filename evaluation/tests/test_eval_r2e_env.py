@@ -18,6 +18,7 @@ from deepswe.eval.r2e_env import (
     R2EUnsupported,
     attempt_for,
     build_from_source,
+    interpreter_for,
     pip_steps,
     prepare,
 )
@@ -111,6 +112,25 @@ def test_pillow_row_maps_to_debians_python_with_its_install(tmp_path, monkeypatc
     assert spec.install[0] == VENV_LINK and "pip install -e . --no-build-isolation" in spec.install
     assert spec.index_date == "2025-01-20T00:00:00Z"
     assert task.test_spec == row.test_spec  # R2E-Gym's tests_cmd, untouched
+
+
+def test_a_host_release_nearer_r2e_gyms_is_preferred_to_debians(tmp_path, monkeypatch):
+    """R2E-Gym's aiohttp and Pillow rows ran uv's CPython 3.9.21 (their setup logs); bullseye
+    ships 3.9.2, whose asyncio names other lines in every traceback. A host 3.9.18 is nearer."""
+    row = _tasks()["pillow_0836e388"]
+    assert row.metadata["r2e_setup_python_release"] == "3.9.21"
+    root = tmp_path / "pythons"
+    monkeypatch.setenv("DEEPSWE_HOST_PYTHONS", str(root))
+    assert interpreter_for(row, "3.9") == ("bullseye", None)  # no host 3.9: Debian's
+    (root / "3.9.18" / "bin").mkdir(parents=True)
+    (root / "3.9.18" / "bin" / "python3").write_text("")
+    assert interpreter_for(row, "3.9") == ("bookworm", "3.9")
+    unknown = row.model_copy(update={"metadata": {**row.metadata, "r2e_setup_python_release": ""}})
+    assert interpreter_for(unknown, "3.9") == ("bullseye", None)  # no release named: Debian's
+    older = row.model_copy(
+        update={"metadata": {**row.metadata, "r2e_setup_python_release": "3.9.1"}}
+    )
+    assert interpreter_for(older, "3.9") == ("bullseye", None)  # Debian's 3.9.2 is nearer
 
 
 def test_a_python_debian_lacks_needs_a_host_interpreter(tmp_path, monkeypatch, host_pythons):

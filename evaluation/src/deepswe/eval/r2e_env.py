@@ -7,7 +7,8 @@ restates); this module maps one onto our stack:
 | R2E-Gym (Ubuntu 22.04, uv)                 | ours (EnvironmentSpec)                                 |
 |--------------------------------------------|--------------------------------------------------------|
 | `uv venv --python X.Y` (uv's CPython)      | 3.9 bullseye, 3.11 bookworm (Debian's); else a host    |
-|                                            | CPython X.Y on bookworm ($DEEPSWE_HOST_PYTHONS)        |
+|                                            | CPython X.Y on bookworm ($DEEPSWE_HOST_PYTHONS), also  |
+|                                            | when its release is nearer the setup log's X.Y.Z       |
 | the attempts an install script tries       | the attempt the row's setup log names (metadata        |
 |                                            | `r2e_setup_python`), else the script's first           |
 | the venv starts empty                      | /opt/venv holds pip and setuptools: the first step runs |
@@ -56,6 +57,8 @@ DEBIAN_PYTHONS = {"3.9": "bullseye", "3.11": "bookworm"}
 HOST_PYTHON_BASE = "bookworm"  # the suite the host CPythons are built for (hostpython.py)
 INDEX_DATE_VAR = "DEEPSWE_R2E_INDEX_DATE"
 SETUP_PYTHON = "r2e_setup_python"  # Task.metadata: the X.Y R2E-Gym's install ended up with
+SETUP_RELEASE = "r2e_setup_python_release"  # Task.metadata: its X.Y.Z (uv's CPython)
+DEBIAN_RELEASES = {"3.9": "3.9.2", "3.11": "3.11.2"}  # bullseye's and bookworm's python3
 VENV_LINK = "ln -sfn /opt/venv .venv && mkdir -p .git/info && echo /.venv >> .git/info/exclude"
 # Submodules no build needs (documentation themes); any other one must be in the clone.
 DOC_PATHS = ("doc/", "docs/")
@@ -113,16 +116,33 @@ def attempt_for(task: Task, recipe: Recipe) -> Attempt:
 
 
 def interpreter_for(task: Task, python: str) -> tuple[str, str | None]:
-    """(Debian suite, host Python version or None) for `python`."""
-    if python in DEBIAN_PYTHONS:
-        return DEBIAN_PYTHONS[python], None
+    """(Debian suite, host Python version or None) for `python`. Debian's, unless a host
+    CPython of that X.Y is a release nearer the one R2E-Gym's install used (its setup log's
+    "Using CPython 3.9.21"; bullseye ships 3.9.2): tracebacks then name the same lines."""
     from deepswe.env.images.hostpython import NoHostPython, host_python
+
+    if python in DEBIAN_PYTHONS:
+        wanted = _patch(task.metadata.get(SETUP_RELEASE))
+        try:
+            host = _patch(host_python(python).name) if wanted is not None else None
+        except NoHostPython:
+            host = None
+        debian = _patch(DEBIAN_RELEASES[python])
+        if host is None or abs(host - wanted) >= abs(debian - wanted):
+            return DEBIAN_PYTHONS[python], None
+        return HOST_PYTHON_BASE, python
 
     try:
         host_python(python)
     except NoHostPython as exc:
         raise R2EUnsupported(f"{task.instance_id}: needs Python {python}: {exc}") from None
     return HOST_PYTHON_BASE, python
+
+
+def _patch(release: str | None) -> int | None:
+    """3.9.21 -> 21; None for anything else."""
+    m = re.fullmatch(r"\d+\.\d+\.(\d+)", release or "")
+    return int(m.group(1)) if m else None
 
 
 def index_date(recipe: Recipe) -> str | None:

@@ -36,7 +36,7 @@ from deepswe.data.errors import DataError, Issue, RowError, field_path
 from deepswe.data.loaders.common import load_rows
 from deepswe.data.loaders.hub import local_or_hub_rows
 from deepswe.data.loaders.r2e_commit import ParsedCommit, parse_commit, split_commit
-from deepswe.data.loaders.r2e_setup import setup_python
+from deepswe.data.loaders.r2e_setup import setup_python, setup_python_release
 from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
 
@@ -153,7 +153,12 @@ def derive_test_lists(
 
 
 def _metadata(
-    row: R2EGymRow, commit: ParsedCommit, basis: str, binary: list[str], python: str | None
+    row: R2EGymRow,
+    commit: ParsedCommit,
+    basis: str,
+    binary: list[str],
+    python: str | None,
+    release: str | None = None,
 ) -> dict[str, str]:
     meta = {
         "repo_name": row.repo_name,
@@ -169,6 +174,8 @@ def _metadata(
         meta["skipped_binary_files"] = json.dumps(binary)
     if python:
         meta["r2e_setup_python"] = python  # the Python R2E-Gym's install kept (r2e_setup.py)
+    if release:
+        meta["r2e_setup_python_release"] = release  # that Python's release, "3.9.21"
     return meta
 
 
@@ -200,7 +207,14 @@ def r2e_row_to_task(data: dict[str, Any]) -> Task:
             test_files=dict(zip(names, codes, strict=False)),
         ),
         gold_patch=patches.gold_patch or None,
-        metadata=_metadata(row, commit, basis, patches.skipped_binary, setup_python(execution)),
+        metadata=_metadata(
+            row,
+            commit,
+            basis,
+            patches.skipped_binary,
+            setup_python(execution),
+            setup_python_release(execution),
+        ),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_USING = re.compile(r"Using (?:CPython|Python) (\d+)\.(\d+)(?:\.\d+)?")
+_USING = re.compile(r"Using (?:CPython|Python) (\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def setup_python(execution: dict[str, Any]) -> str | None:
@@ -23,4 +23,11 @@ def setup_python(execution: dict[str, Any]) -> str | None:
     return f"{found[-1][0]}.{found[-1][1]}" if found else None
 
 
-__all__ = ["setup_python"]
+def setup_python_release(execution: dict[str, Any]) -> str | None:
+    """The same Python's full release ("3.9.21", uv's CPython), or None when the log has none."""
+    log = f"{execution.get('setup_res_stderr') or ''}\n{execution.get('setup_res_stdout') or ''}"
+    found = [f for f in _USING.findall(log) if f[2]]
+    return ".".join(found[-1]) if found else None
+
+
+__all__ = ["setup_python", "setup_python_release"]

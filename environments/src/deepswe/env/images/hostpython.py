@@ -33,6 +33,8 @@ def host_python(version: str) -> Path:
     )
     if not root:
         raise NoHostPython(f"Python {version} is not in the Debian images; {how}")
+    if not Path(root).expanduser().is_dir():
+        raise NoHostPython(f"${ENV_VAR}={root} is not a folder; {how}")
     found = []
     for entry in Path(root).expanduser().iterdir():
         m = _VERSION.match(entry.name)
