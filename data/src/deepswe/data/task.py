@@ -74,6 +74,10 @@ class EnvironmentSpec(_Frozen):
     releases, which for unpinned dependencies can change what the tests see."""
     files: list[SourceFile] = []
     """Files the install commands would have downloaded, fetched by the host (SourceFile)."""
+    grading_pip: list[str] = []
+    """Requirements the task's gold and test patches add to what the project declares: their
+    wheels are written into the grading sandbox only (deepswe.env.images.grading_wheels), for a
+    test command that re-installs the project after the patch, offline. Never in the image."""
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
 

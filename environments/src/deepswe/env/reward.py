@@ -57,6 +57,7 @@ from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patc
 from deepswe.env.grading.static_gate import scan_patch
 from deepswe.env.grading.tester import REPORT_FD, run_as_tester
 from deepswe.env.grading.testinfra import scan_test_infra
+from deepswe.env.images.grading_wheels import GRADING_WHEELS, put_grading_wheels
 from deepswe.env.r2e_layout import (
     HIDDEN_TESTS_DIR,
     TESTS_LINK,
@@ -191,6 +192,8 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         touched = sorted(p for p in changed if p not in exempt)
         if not _put_hidden_tests(run, [c.path for c in changes if c.restored]):
             return run.done(infra_error=True)
+        if task.environment is not None and task.environment.grading_pip:
+            _put_grading_wheels(run, task.environment)
         if owned is not None:
             return _run_owned(run, owned, grader_dir, touched)
         spec = task.test_spec
@@ -271,6 +274,18 @@ def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
     run.people.append(("putting the hidden tests in place", r.output))
     run.log.append(f"{INFRA_ERROR} (hidden tests did not apply, exit {r.exit_code})")
     return False
+
+
+def _put_grading_wheels(run: _Run, spec) -> None:
+    """The wheels a re-install after the patch needs (EnvironmentSpec.grading_pip), written into
+    this sandbox only. A host that cannot fetch them is infrastructure (SandboxError)."""
+    try:
+        n = put_grading_wheels(spec, run.sandbox)
+    except (OSError, RuntimeError, ValueError) as exc:  # pip's failure to download, offline
+        raise SandboxError(f"grading wheels {spec.grading_pip} not fetched: {exc}") from exc
+    run.people.append(
+        ("grading wheels", f"{n} wheel(s) for {spec.grading_pip} in {GRADING_WHEELS}")
+    )
 
 
 def _exempt(task: Task) -> set[str]:

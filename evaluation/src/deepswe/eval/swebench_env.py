@@ -15,6 +15,8 @@ import functools
 from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource, TestSpec
+from deepswe.env.images.grading_wheels import GRADING_WHEELS, added_requirements
+from deepswe.env.images.task import target_python
 from deepswe.eval.swebench_conda import needs_left_out
 from deepswe.eval.swebench_downloads import UnservedDownload, build_downloads
 from deepswe.eval.swebench_install import (
@@ -154,6 +156,19 @@ def directives_of(task: Task) -> list[str]:
     return get_test_directives({"repo": task.repo, "test_patch": task.hidden.test_patch})
 
 
+def reinstall_command(install: str) -> str:
+    """swebench's re-install after the patch, offline: what the patch adds to the declared
+    requirements is in the grading sandbox's own wheelhouse (deepswe.env.images.grading_wheels);
+    the output goes to REINSTALL_LOG, and pip's reason is said in the test log when it fails."""
+    return (
+        f'( export PIP_FIND_LINKS="$PIP_FIND_LINKS {GRADING_WHEELS}"; {install} ) '
+        f"> {REINSTALL_LOG} 2>&1 "
+        f"|| {{ echo 'deepswe: re-install failed offline, see {REINSTALL_LOG}'; "
+        f"grep -m3 -E 'No matching distribution|Could not find a version' {REINSTALL_LOG} "
+        "| sed 's/^/deepswe: /'; }"
+    )
+
+
 def eval_test_command(task: Task, specs: dict, *, conda: bool = False) -> str:
     """What runs in /testbed at grading, after our grader applied patch and test patch."""
     parts = [CONDA_ACTIVATE] if conda else []
@@ -162,10 +177,7 @@ def eval_test_command(task: Task, specs: dict, *, conda: bool = False) -> str:
         # swebench re-installs before testing (a patch may touch compiled code); a failure
         # there does not stop its script (no `set -e`), nor ours. Output kept out of the log;
         # offline like every pip run in our images (their PIP_NO_INDEX, PIP_FIND_LINKS).
-        parts.append(
-            f"( {specs['install']} ) > {REINSTALL_LOG} 2>&1 "
-            f"|| echo 'deepswe: re-install failed, see {REINSTALL_LOG}'"
-        )
+        parts.append(reinstall_command(specs["install"]))
     parts.append(" ".join([specs["test_cmd"], *directives_of(task)]))
     return "( " + "\n".join(parts) + "\n)"
 
@@ -183,6 +195,12 @@ def build_from_source(
     left_out_needed(task, specs, repo_dir)
     source = str(repo_dir) if repo_dir else f"https://github.com/{task.repo}.git"
     env = environment_for(task, specs, repo_dir, source, probe, mirror)
+    if "install" in specs and repo_dir is not None:  # swebench re-installs after the patch
+        added = added_requirements(
+            str(repo_dir), task.base_commit, [task.gold_patch or "", task.hidden.test_patch],
+            target_python(env),
+        )  # fmt: skip
+        env = env.model_copy(update={"grading_pip": added})
     spec = TestSpec(
         command=eval_test_command(task, specs), log_parser="swebench", timeout_s=timeout_s
     )
