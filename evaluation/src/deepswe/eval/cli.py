@@ -1,4 +1,5 @@
-"""The deepswe-eval command line: `run`, `validate`, `audit`, `report`, `view`, `grade`, `envs`.
+"""The deepswe-eval command line: `run`, `report`, `view`, `grade`, `envs`, `images` here;
+`validate`, `audit` and `health` in cli_checks.py; what they share in cli_common.py.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
 edited by `eval.a.b=value` overrides and by the flags below, in that order.
@@ -9,112 +10,32 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import typer
+
+from deepswe.eval import cli_checks
+from deepswe.eval.cli_common import (
+    CONFIG,
+    DATASET_HELP,
+    HEALTH,
+    OVERRIDES,
+    SANDBOX,
+    check_infra_errors,
+    clean_leftover_sandboxes,
+    fail,
+    keep_health,
+    key_value,
+    load_dataset,
+    preflight_backend,
+    prepare_tasks,
+    read_config,
+    say_unsupported,
+)
 
 app = typer.Typer(
     help="Batch evaluation, SWE-bench-compatible grading, metrics and reports.",
     no_args_is_help=True,
 )
-
-DATASET_HELP = "swe-bench-verified | swe-mini[:train|:test] | r2e-gym-subset | a task file"
-_CONFIG = typer.Option(None, "--config", help="a profile YAML; its `eval:` section is read")
-_OVERRIDES = typer.Argument(None, help="eval.a.b=value overrides of the config, in order")
-_SANDBOX = typer.Option(
-    None, "--sandbox", help="sandbox backend: docker | kubernetes | local | module:Class"
-)
-
-
-_HEALTH = typer.Option(
-    None, help="a health manifest (deepswe-eval health): Pass@1 on its healthy tasks beside all"
-)
-
-
-def _keep_health(path: Path | None, run_dir: Path) -> None:
-    """The manifest copied into the run folder (report.HEALTH_FILE), checked readable first."""
-    if path is None:
-        return
-    from deepswe.eval.health import HealthError, load_manifest
-    from deepswe.eval.report import HEALTH_FILE
-
-    try:
-        manifest = load_manifest(path)
-    except HealthError as exc:
-        _fail(f"--health {exc}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / HEALTH_FILE).write_text(manifest.model_dump_json(indent=1), encoding="utf-8")
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    typer.echo(f"deepswe-eval: {msg}", err=True)
-    raise typer.Exit(code)
-
-
-def _config(config: Path | None, overrides: list[str] | None, edits: dict[str, Any]):
-    """The EvalConfig of --config + overrides + the flags that were given."""
-    from deepswe.eval.config import ConfigError, load_eval_config
-
-    given = {k: v for k, v in edits.items() if v is not None}
-    try:
-        return load_eval_config(config, overrides or [], given)
-    except ConfigError as exc:
-        _fail(str(exc))
-
-
-def load_dataset(name: str, ids: list[str] | None, limit: int | None):
-    """Tasks of `name`, in a stable order, narrowed by --ids then --limit."""
-    from deepswe.data.datasets import load_tasks
-    from deepswe.data.errors import DataError
-
-    try:
-        tasks = load_tasks(name)  # names include swe-mini, swe-mini:train, swe-mini:test
-    except DataError as exc:
-        _fail(f"dataset {name}: {exc}")
-    tasks = sorted(tasks, key=lambda t: t.instance_id)
-    if ids:
-        known = {t.instance_id for t in tasks}
-        unknown = [i for i in ids if i not in known]
-        if unknown:
-            _fail(f"--ids not in {name}: {', '.join(unknown)}")
-        tasks = [t for t in tasks if t.instance_id in set(ids)]
-    return tasks[:limit] if limit else tasks
-
-
-def prepare_tasks(tasks, cfg):
-    """SWE-bench and R2E-Gym tasks get their environment (an image, or a spec to build one
-    from --repo-mirror); returns (tasks, {instance_id: unsupported reason}). A task that can
-    be neither (no image here, no mirror) exits 2 with one line, before any run folder."""
-    from deepswe.env.grading.owned import strict_refusal
-    from deepswe.eval import r2e_env, swebench_env
-    from deepswe.eval.config import with_grading_rules
-
-    mirror = Path(cfg.repo_mirror) if cfg.repo_mirror else None
-    unsupported: dict[str, str] = {}
-    steps = [
-        (swebench_env.needs_swebench_env, lambda c: swebench_env.prepare_all(
-            c, mode=cfg.swebench_env, mirror=mirror)),
-        (r2e_env.needs_r2e_env, lambda c: r2e_env.prepare_all(c, mode=cfg.r2e_env, mirror=mirror)),
-    ]  # fmt: skip
-    try:
-        for needs, prepare_all in steps:
-            if not any(map(needs, tasks)):
-                continue
-            done: list = []
-            for k in range(0, len(tasks), 25):  # a line per 25 tasks: specs, mirrors, images
-                more_tasks, more = prepare_all(tasks[k : k + 25])
-                done += more_tasks
-                unsupported.update(more)
-                typer.echo(f"environments: {len(done)}/{len(tasks)} task(s) prepared, "
-                           f"{len(unsupported)} unsupported", err=True)  # fmt: skip
-            tasks = done
-    except (swebench_env.SwebenchEnvError, r2e_env.R2EEnvError) as exc:
-        _fail(str(exc))
-    for t in tasks:  # strict rules refuse a runner they cannot own: said before any episode
-        why = strict_refusal(with_grading_rules(t, cfg).test_spec)
-        if why and t.instance_id not in unsupported:
-            unsupported[t.instance_id] = why
-    return tasks, unsupported
 
 
 def _check_endpoint(cfg):
@@ -126,7 +47,7 @@ def _check_endpoint(cfg):
     try:
         served = check_policy_endpoint(cfg.policy)
     except (EndpointError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if served is None:
         return None
     record = served_weights(served.id, served.root)  # digests a local folder's weight files
@@ -146,7 +67,7 @@ def _open(out: Path, cfg, tasks, served=None):
     try:
         store, _ = open_run(out, make_card(cfg, tasks, served))
     except ProtocolMismatch as exc:
-        _fail(f"{out}: {exc}")
+        fail(f"{out}: {exc}")
     if resuming:
         stored = store.records()
         done = len(store.done())
@@ -162,8 +83,8 @@ def _open(out: Path, cfg, tasks, served=None):
 @app.command()
 def run(
     out: Path = typer.Option(..., help="run folder, e.g. runs/my-eval; reused to resume"),
-    config: Path = _CONFIG,
-    overrides: list[str] = _OVERRIDES,
+    config: Path = CONFIG,
+    overrides: list[str] = OVERRIDES,
     dataset: str = typer.Option(None, help=DATASET_HELP),
     policy: str = typer.Option(None, help="gold | empty | openai | replay | module:Class"),
     runs: int = typer.Option(None, min=1, help="independent runs per task (DeepSWE: 16)"),
@@ -191,19 +112,19 @@ def run(
     r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
     memory: str = typer.Option(None, help="sandbox memory limit, e.g. 4g"),
     cpus: float = typer.Option(None, help="sandbox CPU limit"),
-    sandbox: str = _SANDBOX,
+    sandbox: str = SANDBOX,
     limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
     ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
     dry_run: bool = typer.Option(False, help="print the resolved config and exit"),
-    health: Path = _HEALTH,
+    health: Path = HEALTH,
 ) -> None:
     """Run (task x run) episodes; resumable: the same --out continues where it stopped."""
     from deepswe.eval.report import build_report, summary_table
     from deepswe.eval.runner import run_all
     from deepswe.eval.swebench_io import write_swebench_files
 
-    args = dict(_key_value(a) for a in policy_arg) if policy_arg else None
-    cfg = _config(config, overrides, {
+    args = dict(key_value(a) for a in policy_arg) if policy_arg else None
+    cfg = read_config(config, overrides, {
         "dataset": dataset, "policy.name": policy, "policy.args": args, "runs": runs,
         "workers": workers, "policy.base_url": base_url, "policy.model": model,
         "policy.temperature": temperature, "policy.max_tokens": max_tokens, "policy.seed": seed,
@@ -218,230 +139,25 @@ def run(
     if dry_run:
         typer.echo(cfg.model_dump_json(indent=1))
         return
-    _preflight(cfg.sandbox_backend)
+    preflight_backend(cfg.sandbox_backend)
     served = _check_endpoint(cfg)
     tasks = load_dataset(cfg.dataset, ids, limit)
     if not tasks:
-        _fail(f"dataset {cfg.dataset}: no tasks selected")
+        fail(f"dataset {cfg.dataset}: no tasks selected")
     tasks, unsupported = prepare_tasks(tasks, cfg)
     store = _open(out, cfg, tasks, served)
-    _keep_health(health, store.root)
-    _clean_leftover_sandboxes(cfg.sandbox_backend)
+    keep_health(health, store.root)
+    clean_leftover_sandboxes(cfg.sandbox_backend)
     try:
         run_all(tasks, cfg, store, unsupported=unsupported)
     except ValueError as exc:  # bad input found while running (e.g. a task without gold patch)
-        _fail(str(exc))
+        fail(str(exc))
     write_swebench_files(store, tasks, cfg.runs, cfg.policy.model or cfg.policy.name)
     metrics = build_report(out)
     typer.echo(summary_table(metrics))
     typer.echo(f"report: {out}/report.md")
-    _say_unsupported(unsupported, cfg.dataset)
-    _check_infra_errors(store, cfg.max_infra_errors, cfg.infra_retries)
-
-
-def _tasks_to_check(cfg, ids: list[str] | None, limit: int | None):
-    """validate's, audit's and health's tasks and {id: why} for those that cannot be graded
-    here (they are recorded unsupported_env; the others are graded): the engine answers, and
-    sandboxes a killed run left are gone."""
-    _preflight(cfg.sandbox_backend)
-    tasks, unsupported = prepare_tasks(load_dataset(cfg.dataset, ids, limit), cfg)
-    _clean_leftover_sandboxes(cfg.sandbox_backend)
-    return tasks, unsupported
-
-
-def _say_unsupported(unsupported: dict[str, str], dataset: str) -> None:
-    """The tasks not graded here, each with its reason, and where to look next."""
-    if not unsupported:
-        return
-    typer.echo(f"{len(unsupported)} task(s) not graded here (unsupported_env):", err=True)
-    for i, why in unsupported.items():
-        typer.echo(f"  {i}: {why[:300]}", err=True)
-    typer.echo(f"  what builds here: deepswe-eval envs --dataset {dataset}", err=True)
-
-
-@app.command()
-def validate(
-    out: Path = typer.Option(
-        ..., help="folder for the gold/, empty/ and tools/ run folders; resumable"
-    ),
-    config: Path = _CONFIG,
-    overrides: list[str] = _OVERRIDES,
-    dataset: str = typer.Option(None, help=DATASET_HELP),
-    rounds: int = typer.Option(None, min=1, help="runs of each baseline per task"),
-    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
-    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
-    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
-    sandbox: str = _SANDBOX,
-    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
-    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
-    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
-    tools: bool = typer.Option(
-        True, help="also replay the gold patch through the agent's tools (reported apart)"
-    ),
-) -> None:
-    """Gold resolves every task and the empty patch none: the check a task set must pass."""
-    from deepswe.eval.card import ProtocolMismatch
-    from deepswe.eval.validate import validate_tasks
-
-    cfg = _config(config, overrides, {
-        "dataset": dataset, "baseline_runs": rounds, "workers": workers,
-        "sandbox_backend": sandbox, "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "r2e_env": r2e_env,
-    })  # fmt: skip
-    tasks, unsupported = _tasks_to_check(cfg, ids, limit)
-    try:
-        result = validate_tasks(tasks, out, cfg, tools=tools, unsupported=unsupported)
-    except (ProtocolMismatch, ValueError) as exc:
-        _fail(str(exc))
-    typer.echo(json.dumps(result.summary(), indent=1))
-    _say_unsupported(result.unsupported, cfg.dataset)
-    if not result.ok:
-        _fail(f"{len(result.failed)} failed, {len(result.undecided)} undecided, "
-              f"{len(result.unsupported)} not graded here", code=1)  # fmt: skip
-
-
-@app.command()
-def audit(
-    out: Path = typer.Option(
-        None, help="folder for the gold/, empty/ and attack-<name>/ run folders; resumable"
-    ),
-    config: Path = _CONFIG,
-    overrides: list[str] = _OVERRIDES,
-    dataset: str = typer.Option(None, help=DATASET_HELP),
-    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
-    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
-    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
-    sandbox: str = _SANDBOX,
-    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
-    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
-    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
-    attacks: list[str] = typer.Option(
-        None, "--attacks", help="only this attack (repeat the option); default: every attack"
-    ),
-    list_attacks: bool = typer.Option(False, "--list", help="print the attacks and exit"),
-) -> None:
-    """Gold and empty baselines plus every attack patch over a task set: exit 0 only when no
-    attack resolved a task and every task is healthy. Writes OUT/audit.json and OUT/audit.md."""
-    from deepswe.eval.attacks import ATTACKS
-
-    if list_attacks:
-        for a in ATTACKS.values():
-            typer.echo(f"{a.name}\t{a.family}\t{a.why}")
-        return
-    if out is None:
-        _fail("--out is required (or --list)")
-    unknown = [a for a in attacks or [] if a not in ATTACKS]
-    if unknown:
-        _fail(f"--attacks: unknown {', '.join(unknown)}; see --list")
-    cfg = _config(config, overrides, {
-        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
-        "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "r2e_env": r2e_env,
-    })  # fmt: skip
-    result = _manifest(cfg, out, ids, limit, attacks or None)
-    s = result.summary
-    problems = [f"HOLE: {n} resolved {', '.join(i)}" for n, i in s.holes.items()]
-    problems += [f"unhealthy: {i}: {'; '.join(result.tasks[i].reasons)}" for i in s.unhealthy]
-    problems += [f"infra_error in {f}: {', '.join(i)} (run again to retry)"
-                 for f, i in s.undecided.items()]  # fmt: skip
-    if problems:
-        _fail(f"audit of {cfg.dataset} failed:\n  " + "\n  ".join(problems), code=1)
-
-
-def _manifest(cfg, out: Path, ids, limit, attacks: list[str] | None):
-    """Run an audit (attacks None: all of them; []: none, a health check) and print its table."""
-    from deepswe.eval.audit import audit_tasks
-    from deepswe.eval.card import ProtocolMismatch
-
-    tasks, unsupported = _tasks_to_check(cfg, ids, limit)
-    if not tasks:
-        _fail(f"dataset {cfg.dataset}: no tasks selected")
-    try:
-        result = audit_tasks(tasks, out, cfg, attacks=attacks, unsupported=unsupported)
-    except (ProtocolMismatch, ValueError) as exc:
-        _fail(str(exc))
-    typer.echo((out / f"{result.kind}.md").read_text())
-    _say_unsupported(unsupported, cfg.dataset)
-    return result
-
-
-@app.command()
-def health(
-    out: Path = typer.Option(..., help="folder for the gold/ and empty/ run folders; resumable"),
-    config: Path = _CONFIG,
-    overrides: list[str] = _OVERRIDES,
-    dataset: str = typer.Option(None, help=DATASET_HELP),
-    rounds: int = typer.Option(None, min=1, help="runs of gold and empty per task (default 3)"),
-    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
-    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
-    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
-    sandbox: str = _SANDBOX,
-    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
-    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
-    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
-) -> None:
-    """Each task's health: gold run N times (flaky when the runs disagree), the empty patch, a
-    need for the network read from gold's log. Writes OUT/health.json, which training reads to
-    leave unhealthy tasks out (data.health), and OUT/health.md. Exit 0 once every run is
-    decided (3 while infra errors remain: run again)."""
-    cfg = _config(config, overrides, {
-        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
-        "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "r2e_env": r2e_env, "baseline_runs": rounds or 3,
-    })  # fmt: skip
-    result = _manifest(cfg, out, ids, limit, [])
-    s = result.summary
-    typer.echo(f"health: {s.healthy} of {s.tasks} task(s) healthy; manifest {out}/health.json")
-    if s.undecided:
-        left = [f"{f}: {', '.join(i)}" for f, i in s.undecided.items()]
-        _fail("still infra_error (run the same command again):\n  " + "\n  ".join(left), 3)
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        _fail(f"--policy-arg {text!r}: expected key=value")
-    return key, value
-
-
-def _check_infra_errors(store, allowed: int, retries: int) -> None:
-    """Exit 3 when more episodes than `allowed` are still infra_error: their numbers are not
-    results, and a script that reads only the exit status must not take them for a run."""
-    from deepswe.eval.store import EpisodeStatus
-
-    left = [r for r in store.records() if r.status is EpisodeStatus.INFRA_ERROR]
-    if len(left) <= allowed:
-        return
-    first = left[0]
-    why = first.reason.strip().splitlines()[0] if first.reason.strip() else "no reason recorded"
-    _fail(
-        f"{len(left)} episode(s) are still infra_error after {retries} retries (allowed: "
-        f"{allowed}); e.g. {first.instance_id} run {first.run}: {why}\nthe report counts them "
-        "apart; run the same command again to retry them, or accept N with "
-        "--max-infra-errors N",
-        code=3,
-    )
-
-
-def _preflight(backend: str) -> None:
-    """Fail fast, before any episode, when the sandbox backend cannot start sandboxes at all
-    (Kubernetes: no in-cluster config and no KUBECONFIG)."""
-    from deepswe.env.sandbox import SandboxError, preflight
-
-    try:
-        preflight(backend)
-    except (SandboxError, ValueError) as exc:
-        _fail(f"sandbox backend {backend}: {exc}")
-
-
-def _clean_leftover_sandboxes(backend: str = "docker") -> None:
-    # A run killed with SIGKILL cannot remove its sandboxes; the next start does.
-    try:
-        from deepswe.env.sandbox import clean_leftovers
-
-        clean_leftovers(backend)
-    except Exception as exc:  # no engine: the episodes will say so as infra errors
-        typer.echo(f"note: could not clean leftover sandboxes: {exc}", err=True)
+    say_unsupported(unsupported, cfg.dataset)
+    check_infra_errors(store, cfg.max_infra_errors, cfg.infra_retries)
 
 
 @app.command()
@@ -469,7 +185,7 @@ def envs(
 
     rows = spec_rows(tasks, repo_mirror, all_specs)
     if not rows:
-        _fail(f"dataset {dataset}: no SWE-bench or R2E-Gym repositories in it")
+        fail(f"dataset {dataset}: no SWE-bench or R2E-Gym repositories in it")
     typer.echo(markdown(rows))
     typer.echo(json.dumps(summary(rows), indent=1))
 
@@ -485,22 +201,22 @@ def images(
     from deepswe.eval.r2e_plan import plan_images
 
     if r2e_env not in ("auto", "build", "image"):
-        _fail(f"--r2e-env {r2e_env!r}: want auto, build or image")
+        fail(f"--r2e-env {r2e_env!r}: want auto, build or image")
     tasks = load_dataset(dataset, None, None)
     plan = plan_images(tasks, mode=r2e_env, mirror=repo_mirror)
     for line in plan.lines(repo_mirror):
         typer.echo(line)
     if plan.missing:
-        _fail(f"{len(plan.missing)} row(s) have no image and cannot be built: "
+        fail(f"{len(plan.missing)} row(s) have no image and cannot be built: "
               f"{next(iter(plan.missing.values()))}")  # fmt: skip
     if not plan.usable:
-        _fail(f"dataset {dataset}: no row can run here")
+        fail(f"dataset {dataset}: no row can run here")
 
 
 @app.command()
 def report(
     run_dir: Path = typer.Argument(..., help="a run folder written by `run`"),
-    health: Path = _HEALTH,
+    health: Path = HEALTH,
 ) -> None:
     """Rebuild metrics.json, report.md, plots and SWE-bench files from the stored episodes."""
     from deepswe.eval.card import ProtocolMismatch, read_card
@@ -510,11 +226,11 @@ def report(
 
     store = RunStore(run_dir)
     if not store.config_path.exists():
-        _fail(f"{run_dir}: no config.json; not a run folder")
+        fail(f"{run_dir}: no config.json; not a run folder")
     try:
         card = read_card(store)
     except ProtocolMismatch as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         tasks = load_dataset(card.dataset, card.instance_ids, None)
         write_swebench_files(
@@ -522,7 +238,7 @@ def report(
         )
     except typer.Exit:
         typer.echo("note: dataset not loadable here; SWE-bench files not rewritten", err=True)
-    _keep_health(health, store.root)
+    keep_health(health, store.root)
     metrics = build_report(run_dir)
     typer.echo(summary_table(metrics))
 
@@ -539,7 +255,7 @@ def view(
     from deepswe.eval.viewer import write_view
 
     if not (run_dir / "episodes").is_dir() and not (run_dir / "config.json").exists():
-        _fail(f"{run_dir}: no episodes/ and no config.json; not a run folder")
+        fail(f"{run_dir}: no episodes/ and no config.json; not a run folder")
     page = write_view(run_dir, out)
     typer.echo(f"viewer: {page}")
     if serve is not None:
@@ -550,8 +266,8 @@ def view(
 def grade(
     predictions: Path = typer.Option(..., help="predictions.jsonl (SWE-bench format)"),
     out: Path = typer.Option(..., help="folder for report.json files and summary.json"),
-    config: Path = _CONFIG,
-    overrides: list[str] = _OVERRIDES,
+    config: Path = CONFIG,
+    overrides: list[str] = OVERRIDES,
     dataset: str = typer.Option(None, help=DATASET_HELP),
     workers: int = typer.Option(None, min=1, help="gradings at once"),
     repo_mirror: Path = typer.Option(None, help="folder of git clones (SWE-bench)"),
@@ -565,7 +281,7 @@ def grade(
     from deepswe.eval.grade_predictions import grade_all
     from deepswe.eval.swebench_io import read_predictions
 
-    cfg = _config(config, overrides, {
+    cfg = read_config(config, overrides, {
         "dataset": dataset, "workers": workers, "max_infra_errors": max_infra_errors,
         "repo_mirror": str(repo_mirror) if repo_mirror else None, "swebench_env": swebench_env,
         "r2e_env": r2e_env,
@@ -573,7 +289,7 @@ def grade(
     try:
         preds = read_predictions(predictions)
     except (ValueError, json.JSONDecodeError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     tasks = load_dataset(cfg.dataset, sorted({p["instance_id"] for p in preds}), None)
     tasks, unsupported = prepare_tasks(tasks, cfg)
     summary = grade_all(preds, tasks, unsupported, out, cfg)
@@ -581,11 +297,15 @@ def grade(
     typer.echo("")
     infra = summary["counts"].get("infra_error", 0)
     if infra > cfg.max_infra_errors:
-        _fail(
+        fail(
             f"{infra} grading(s) ended infra_error (allowed: {cfg.max_infra_errors}); "
             f"their test logs are under {out}",
             code=3,
         )
+
+
+for _verb in (cli_checks.validate, cli_checks.audit, cli_checks.health):
+    app.command()(_verb)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,156 @@
+"""deepswe-eval's checks of a task set: `validate` (gold resolves, empty does not), `audit` (plus
+every attack on the reward) and `health` (gold N times, the network, flakiness). Registered on
+the app in cli.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from deepswe.eval.cli_common import (
+    CONFIG,
+    DATASET_HELP,
+    OVERRIDES,
+    SANDBOX,
+    fail,
+    read_config,
+    say_unsupported,
+    tasks_to_check,
+)
+
+
+def validate(
+    out: Path = typer.Option(
+        ..., help="folder for the gold/, empty/ and tools/ run folders; resumable"
+    ),
+    config: Path = CONFIG,
+    overrides: list[str] = OVERRIDES,
+    dataset: str = typer.Option(None, help=DATASET_HELP),
+    rounds: int = typer.Option(None, min=1, help="runs of each baseline per task"),
+    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
+    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
+    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
+    sandbox: str = SANDBOX,
+    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+    tools: bool = typer.Option(
+        True, help="also replay the gold patch through the agent's tools (reported apart)"
+    ),
+) -> None:
+    """Gold resolves every task and the empty patch none: the check a task set must pass."""
+    from deepswe.eval.card import ProtocolMismatch
+    from deepswe.eval.validate import validate_tasks
+
+    cfg = read_config(config, overrides, {
+        "dataset": dataset, "baseline_runs": rounds, "workers": workers,
+        "sandbox_backend": sandbox, "repo_mirror": str(repo_mirror) if repo_mirror else None,
+        "swebench_env": swebench_env, "r2e_env": r2e_env,
+    })  # fmt: skip
+    tasks, unsupported = tasks_to_check(cfg, ids, limit)
+    try:
+        result = validate_tasks(tasks, out, cfg, tools=tools, unsupported=unsupported)
+    except (ProtocolMismatch, ValueError) as exc:
+        fail(str(exc))
+    typer.echo(json.dumps(result.summary(), indent=1))
+    say_unsupported(result.unsupported, cfg.dataset)
+    if not result.ok:
+        fail(f"{len(result.failed)} failed, {len(result.undecided)} undecided, "
+              f"{len(result.unsupported)} not graded here", code=1)  # fmt: skip
+
+
+def audit(
+    out: Path = typer.Option(
+        None, help="folder for the gold/, empty/ and attack-<name>/ run folders; resumable"
+    ),
+    config: Path = CONFIG,
+    overrides: list[str] = OVERRIDES,
+    dataset: str = typer.Option(None, help=DATASET_HELP),
+    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
+    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
+    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
+    sandbox: str = SANDBOX,
+    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+    attacks: list[str] = typer.Option(
+        None, "--attacks", help="only this attack (repeat the option); default: every attack"
+    ),
+    list_attacks: bool = typer.Option(False, "--list", help="print the attacks and exit"),
+) -> None:
+    """Gold and empty baselines plus every attack patch over a task set: exit 0 only when no
+    attack resolved a task and every task is healthy. Writes OUT/audit.json and OUT/audit.md."""
+    from deepswe.eval.attacks import ATTACKS
+
+    if list_attacks:
+        for a in ATTACKS.values():
+            typer.echo(f"{a.name}\t{a.family}\t{a.why}")
+        return
+    if out is None:
+        fail("--out is required (or --list)")
+    unknown = [a for a in attacks or [] if a not in ATTACKS]
+    if unknown:
+        fail(f"--attacks: unknown {', '.join(unknown)}; see --list")
+    cfg = read_config(config, overrides, {
+        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
+        "repo_mirror": str(repo_mirror) if repo_mirror else None,
+        "swebench_env": swebench_env, "r2e_env": r2e_env,
+    })  # fmt: skip
+    result = _manifest(cfg, out, ids, limit, attacks or None)
+    s = result.summary
+    problems = [f"HOLE: {n} resolved {', '.join(i)}" for n, i in s.holes.items()]
+    problems += [f"unhealthy: {i}: {'; '.join(result.tasks[i].reasons)}" for i in s.unhealthy]
+    problems += [f"infra_error in {f}: {', '.join(i)} (run again to retry)"
+                 for f, i in s.undecided.items()]  # fmt: skip
+    if problems:
+        fail(f"audit of {cfg.dataset} failed:\n  " + "\n  ".join(problems), code=1)
+
+
+def _manifest(cfg, out: Path, ids, limit, attacks: list[str] | None):
+    """Run an audit (attacks None: all of them; []: none, a health check) and print its table."""
+    from deepswe.eval.audit import audit_tasks
+    from deepswe.eval.card import ProtocolMismatch
+
+    tasks, unsupported = tasks_to_check(cfg, ids, limit)
+    if not tasks:
+        fail(f"dataset {cfg.dataset}: no tasks selected")
+    try:
+        result = audit_tasks(tasks, out, cfg, attacks=attacks, unsupported=unsupported)
+    except (ProtocolMismatch, ValueError) as exc:
+        fail(str(exc))
+    typer.echo((out / f"{result.kind}.md").read_text())
+    say_unsupported(unsupported, cfg.dataset)
+    return result
+
+
+def health(
+    out: Path = typer.Option(..., help="folder for the gold/ and empty/ run folders; resumable"),
+    config: Path = CONFIG,
+    overrides: list[str] = OVERRIDES,
+    dataset: str = typer.Option(None, help=DATASET_HELP),
+    rounds: int = typer.Option(None, min=1, help="runs of gold and empty per task (default 3)"),
+    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
+    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
+    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
+    sandbox: str = SANDBOX,
+    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
+    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+) -> None:
+    """Each task's health: gold run N times (flaky when the runs disagree), the empty patch, a
+    need for the network read from gold's log. Writes OUT/health.json, which training reads to
+    leave unhealthy tasks out (data.health), and OUT/health.md. Exit 0 once every run is
+    decided (3 while infra errors remain: run again)."""
+    cfg = read_config(config, overrides, {
+        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
+        "repo_mirror": str(repo_mirror) if repo_mirror else None,
+        "swebench_env": swebench_env, "r2e_env": r2e_env, "baseline_runs": rounds or 3,
+    })  # fmt: skip
+    result = _manifest(cfg, out, ids, limit, [])
+    s = result.summary
+    typer.echo(f"health: {s.healthy} of {s.tasks} task(s) healthy; manifest {out}/health.json")
+    if s.undecided:
+        left = [f"{f}: {', '.join(i)}" for f, i in s.undecided.items()]
+        fail("still infra_error (run the same command again):\n  " + "\n  ".join(left), 3)
