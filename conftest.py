@@ -1,5 +1,6 @@
 """Shared pytest hooks: tests marked `docker` need an engine, tests marked `gpu` a CUDA device;
-and `models_endpoint`, the test server of OpenAI-compatible endpoint checks (every subproject).
+`models_endpoint`, the test server of OpenAI-compatible endpoint checks (every subproject); and
+the R2E-Gym fixtures every subproject reads (`R2E_FIXTURES`, tests/data/r2e-gym).
 
 Without an engine docker tests are skipped with the reason, except under CI (CI=true), where a
 missing engine is an error: CI always has Docker, so a skip there would hide untested code.
@@ -14,8 +15,20 @@ import os
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+
+# Real R2E-Gym rows and trajectories (tests/data/r2e-gym/README.md), for every subproject's tests:
+# their modules read $DEEPSWE_R2E_FIXTURES at import, set here unless the caller points elsewhere.
+R2E_FIXTURES = Path(__file__).resolve().parent / "tests" / "data" / "r2e-gym"
+os.environ.setdefault("DEEPSWE_R2E_FIXTURES", str(R2E_FIXTURES))
+
+
+@pytest.fixture(scope="session")
+def r2e_fixtures() -> Path:
+    """The folder of R2E-Gym trajectory files the tests read."""
+    return Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 
 
 @functools.cache

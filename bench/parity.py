@@ -3,7 +3,7 @@ agent loop and tools, in each row's image built from source, step by step.
 
 Needs $DEEPSWE_R2E_TRAJECTORIES, a file or folder of R2E-Gym runner output (`trajectory_*.json`:
 `trajectory_steps` with each step's thought, action and observation, the dataset row in `ds` or
-`env_args.ds`; /work/shared/fixtures/r2e-gym holds five), $DEEPSWE_R2E_MIRROR (clones of the
+`env_args.ds`; tests/data/r2e-gym holds five), $DEEPSWE_R2E_MIRROR (clones of the
 rows' repositories, as for bench/r2e_gym.py, whose docstring says how incomplete snapshots were
 repaired) and, for rows installed with Python 3.7, 3.8 or 3.10, $DEEPSWE_HOST_PYTHONS. The
 rewards R2E-Gym recorded come from its run's collection_summary.json: --summary, else

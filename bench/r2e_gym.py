@@ -3,7 +3,7 @@ test's status under gold must equal the row's expected_output_json (what R2E-Gym
 gave).
 
 Needs $DEEPSWE_R2E_ROWS, a file or folder of R2E-Gym rows (dataset rows, or R2E-Gym trajectory
-files whose `ds` holds the row: /work/shared/fixtures/r2e-gym is one), and $DEEPSWE_R2E_MIRROR,
+files whose `ds` holds the row: tests/data/r2e-gym is one), and $DEEPSWE_R2E_MIRROR,
 a folder of git clones `<owner>__<name>` holding the rows' commits (aio-libs__aiohttp,
 biolab__orange3, python-pillow__Pillow, numpy__numpy, tornadoweb__tornado, ...). Rows whose
 install used Python 3.7, 3.8 or 3.10 need $DEEPSWE_HOST_PYTHONS (deepswe/env/images/hostpython.py).

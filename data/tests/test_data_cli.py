@@ -11,11 +11,7 @@ from typer.testing import CliRunner
 from deepswe.data.cli import app
 from deepswe.data.loaders import load_jsonl
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 runner = CliRunner()
 
 

@@ -20,11 +20,7 @@ from deepswe.data.loaders.r2e_gym import r2e_row_to_task
 from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.task import TaskSource
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 FILES = sorted(FIXTURES.glob("trajectory_*.json"))
 
 # What each real row yields: (#fail_to_pass, #pass_to_pass, gold files, test files).

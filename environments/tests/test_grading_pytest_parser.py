@@ -15,13 +15,7 @@ from hypothesis import strategies as st
 from deepswe.env.grading import TestStatus, get_parser
 from deepswe.env.grading.parsers.pytest_summary import parse_pytest_log
 
-FIXTURES = sorted(
-    Path(
-        os.environ.get(
-            "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-        )
-    ).glob("*.json")
-)
+FIXTURES = sorted(Path(os.environ["DEEPSWE_R2E_FIXTURES"]).glob("*.json"))
 GREEN, BOLD, RED, RESET = "\x1b[32m", "\x1b[1m", "\x1b[31m", "\x1b[0m"
 
 

@@ -13,13 +13,7 @@ from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
 from deepswe.env.grading import Outcome, TestStatus, grade
 from deepswe.env.grading.parsers.r2e_gym import parse
 
-FIXTURES = sorted(
-    Path(
-        os.environ.get(
-            "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-        )
-    ).glob("*.json")
-)
+FIXTURES = sorted(Path(os.environ["DEEPSWE_R2E_FIXTURES"]).glob("*.json"))
 
 
 def _runs(path: Path) -> dict[str, object]:

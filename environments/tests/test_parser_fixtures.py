@@ -1,4 +1,4 @@
-"""parse_action on real model outputs: the R2E-Gym trajectories in /work/shared/fixtures.
+"""parse_action on real model outputs: the R2E-Gym trajectories in tests/data/r2e-gym.
 
 R2E-Gym records each step as `thought` (the reply before the call) and `action` (the parsed call
 written back with Action.to_xml_string). Rebuilding the reply from them and parsing it must give
@@ -15,13 +15,7 @@ import pytest
 
 from deepswe.env.agent.parser import parse_action
 
-FIXTURE_FILES = sorted(
-    Path(
-        os.environ.get(
-            "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-        )
-    ).glob("trajectory_*.json")
-)
+FIXTURE_FILES = sorted(Path(os.environ["DEEPSWE_R2E_FIXTURES"]).glob("trajectory_*.json"))
 
 
 def _steps(path: Path) -> list[dict]:

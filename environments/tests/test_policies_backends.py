@@ -16,11 +16,7 @@ from deepswe.env.policies import ContextExceeded, Policy, PolicyError, policy_cl
 from deepswe.env.policies.replay import ReplayPolicy
 from deepswe.env.policies.scripted import FINISH, patch_to_actions
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 
 
 class _Server(BaseHTTPRequestHandler):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from deepswe.env.agent.prompts import (
 )
 from deepswe.env.tools import TOOL_NAMES, TOOL_SPECS
 
-FIXTURE = Path("/work/shared/fixtures/r2e-gym/trajectory_aiohttp_0813710e.json")
+FIXTURE = Path(os.environ["DEEPSWE_R2E_FIXTURES"]) / "trajectory_aiohttp_0813710e.json"
 
 
 @pytest.mark.parametrize("variant", ["eval", "train"])

@@ -1,6 +1,6 @@
 """Replay real R2E-Gym trajectories through our parser, tools and observation strings.
 
-Each fixture in /work/shared/fixtures/r2e-gym is a recorded DeepSWE-style run. Its dataset row
+Each fixture in tests/data/r2e-gym is a recorded DeepSWE-style run. Its dataset row
 holds the pre-fix contents of the files the fix touches, so every `file_editor` call on those
 files (and on files the agent created) can be replayed on a copy: model output -> parse_action
 -> to_command -> our script -> format_observation must give the recorded observation exactly.
@@ -25,11 +25,7 @@ import pytest
 from deepswe.env.agent.parser import parse_action
 from deepswe.env.tools import ToolCall, run_tool_locally
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 FIXTURE_FILES = sorted(FIXTURES.glob("trajectory_*.json"))
 
 

@@ -14,11 +14,7 @@ from deepswe.data.loaders.r2e_gym import load_r2e_gym
 from deepswe.eval.cli import app
 from deepswe.eval.r2e_coverage import coverage, markdown, summary
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 
 
 @pytest.fixture

@@ -25,11 +25,7 @@ from deepswe.eval.r2e_env import (
 from deepswe.eval.r2e_recipes import RECIPES, Attempt, Packages, RequirementsFile
 from deepswe.eval.r2e_requirements import makefile_requirements, read_requirements
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 
 # RepoAnalysisArgs.tests_cmd (R2E-Gym src/r2egym/repo_analysis/repo_analysis_args.py), verbatim.
 R2E_TESTS_CMD = (

@@ -11,11 +11,7 @@ import pytest
 from deepswe.data.loaders.r2e_gym import load_r2e_gym
 from deepswe.eval.r2e_plan import plan_images
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 
 
 @pytest.fixture

@@ -10,11 +10,7 @@ import pytest
 
 from deepswe.data.loaders.r2e_gym import load_r2e_gym
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 

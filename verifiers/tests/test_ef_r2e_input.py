@@ -35,11 +35,7 @@ from deepswe.verify.types import Candidate, VerdictStatus
 
 tokenizer_mod = pytest.importorskip("deepswe.train.tokenizer", reason="needs deepswe-train")
 REF = Path(__file__).resolve().parent / "fixtures" / "r2e_verifier_input"
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 QUIRKS = json.loads((REF / "quirks" / "records.json").read_text(encoding="utf-8"))
 # thoughts condensed per fixture (aiohttp_0813710e, aiohttp_216e0828, orange3_2d9617bd,
 # orange3_56706b60, pillow_0836e388) in R2E-Gym's own outputs: read off them, not chosen

@@ -22,11 +22,7 @@ from deepswe.verify.ef.render import (
 from deepswe.verify.ef.tokens import ChatTokens
 
 tokenizer_mod = pytest.importorskip("deepswe.train.tokenizer", reason="needs deepswe-train")
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 CALL = "<function=execute_bash>\n  <parameter=cmd>pytest -q</parameter>\n</function>"
 
 

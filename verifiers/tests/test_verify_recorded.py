@@ -1,7 +1,7 @@
 """Recorded R2E-Gym/DeepSWE rollouts in, pools and a known selection out.
 
 The records are written here in the exact shape of R2E-Gym's `Trajectory` dump (the keys of
-../shared/fixtures/r2e-gym/*.json), small; the real fixtures are read when present.
+tests/data/r2e-gym/*.json), small; the real fixtures are read when present.
 """
 
 from __future__ import annotations
@@ -15,11 +15,7 @@ import pytest
 from deepswe.verify.recorded import RecordedError, load_recorded, regression_pass_count
 from deepswe.verify.select import select
 
-FIXTURES = Path(
-    os.environ.get(
-        "DEEPSWE_R2E_FIXTURES", Path(__file__).resolve().parents[3] / "shared/fixtures/r2e-gym"
-    )
-)
+FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 
 
 def swebench_row(iid: str) -> dict:

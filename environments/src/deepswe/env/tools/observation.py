@@ -11,7 +11,7 @@ formats them the same way (rllm/environments/swe/observation.py):
 
 Only execute_bash output is cut to its first and last 40 lines when it has more than 80; the
 other tools clip their own output at 10,000 characters. The real trajectories in
-/work/shared/fixtures/r2e-gym show every one of these forms.
+tests/data/r2e-gym show every one of these forms.
 """
 
 from __future__ import annotations

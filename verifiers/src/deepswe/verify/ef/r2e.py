@@ -1,6 +1,6 @@
 """R2E-Gym's recorded trajectories as our Trajectory, so the judge renders them like our own.
 
-An R2E-Gym trajectory file (../shared/fixtures/r2e-gym) holds `trajectory_steps`, each with the
+An R2E-Gym trajectory file (tests/data/r2e-gym) holds `trajectory_steps`, each with the
 model's `thought`, its `action` (the `<function=...>` block) and the tool's `observation`, plus
 `problem_statement`, `output_patch`, `exit_reason` and, once graded, `reward`.
 """
