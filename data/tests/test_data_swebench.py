@@ -4,6 +4,11 @@ strings) from .jsonl, .parquet (pyarrow and `datasets`) and `datasets.load_datas
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import datasets
@@ -181,3 +186,52 @@ def test_validate_names_the_parquet_row_and_field(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 1
     assert f"{path}:2: PASS_TO_PASS: Input should be a valid list" in result.output
+
+
+class _Recording(BaseHTTPRequestHandler):
+    """A Hub stand-in that records what the client asks and has nothing (404 to everything)."""
+
+    seen: list[str] = []
+
+    def _answer(self) -> None:
+        self.seen.append(f"{self.command} {self.path}")
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(b'{"error": "Repository not found"}')
+
+    do_GET = do_HEAD = do_POST = _answer  # noqa: N815 (http.server's names)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_named_revision_of_verified_reaches_the_hub(tmp_path):
+    """`swe-bench-verified@<rev>` loads that revision (SWE-bench corrected Verified after the
+    first one): the unmodified `datasets` client asks a local stand-in for the Hub for files at
+    that revision. It proves the revision reaches the wire, not a whole load from the Hub. A
+    child process: huggingface_hub reads HF_ENDPOINT when it is first imported."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recording)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "HF_HOME": str(tmp_path / "hf"),
+    }
+    code = "from deepswe.data.datasets import load_tasks; load_tasks('swe-bench-verified@0123abcd')"
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+        )
+    finally:
+        server.shutdown()
+    assert run.returncode != 0 and "SWE-bench_Verified@0123abcd" in run.stderr
+    assert any("/SWE-bench_Verified/resolve/0123abcd/" in s for s in _Recording.seen)
+    with pytest.raises(DataError, match="no revision after '@'"):
+        load_tasks("swe-bench-verified@")

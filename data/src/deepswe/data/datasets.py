@@ -1,6 +1,7 @@
 """Dataset names and paths -> tasks: the one entry point every command uses (`load_tasks`).
 
-A name is a Hub dataset ("swe-bench-verified", "r2e-gym-subset", via `deepswe.data.loaders`) or
+A name is a Hub dataset ("swe-bench-verified", "r2e-gym-subset", via `deepswe.data.loaders`; the
+Hub's current revision, or the one named after '@': "swe-bench-verified@<commit>") or
 swe-mini ("swe-mini", "swe-mini:train", "swe-mini:test": the committed release, sources resolved
 in this machine's cache, via `deepswe.data.swemini.load`); anything else is a local file or
 folder whose rows are recognised from their keys.
@@ -29,6 +30,12 @@ def load_tasks(source: str | Path, split: str | None = None) -> list[Task]:
     """Tasks from a dataset name in DATASETS or a local path. Raises DataError listing every
     bad row (file:line: field: message)."""
     key = str(source)
+    name, at, revision = key.partition("@")  # swe-bench-verified@<commit or branch>
+    if at and name in HUB_DATASETS and not Path(key).exists():
+        if not revision:
+            raise DataError.at(key, "no revision after '@' (a commit id, branch or tag)")
+        hub_id, default_split, loader = HUB_DATASETS[name]
+        return loader(f"{hub_id}@{revision}", split or default_split)
     if key in DATASETS and not Path(key).exists():
         if key in HUB_DATASETS:
             hub_id, default_split, loader = HUB_DATASETS[key]
