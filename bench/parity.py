@@ -218,11 +218,21 @@ def compare(texts: list[dict], tool_names) -> dict:
             ours_n = None if ours is None else normalise(ours, walk)
             step["category"] = category(t, normalise(rec, walk), ours_n, set(tool_names), walk)
             rec_n = normalise(rec, False)
-            step["excerpt"] = (walk_excerpt(rec_n, ours_n) if walk and ours_n is not None
-                               else excerpt(rec_n, None if ours is None else normalise(ours, False)))  # fmt: skip
+            step["excerpt"] = (
+                walk_excerpt(rec_n, ours_n)
+                if walk and ours_n is not None
+                else excerpt(rec_n, None if ours is None else normalise(ours, False))
+            )
         elif not same:  # which rules made them equal
-            step["rules"] = [name for name, rule in (("timings", _timings),
-                             (INTERPRETER, _interpreter), (RANDOM, _randomness)) if rule(ours) != ours or rule(rec) != rec]  # fmt: skip
+            step["rules"] = [
+                name
+                for name, rule in (
+                    ("timings", _timings),
+                    (INTERPRETER, _interpreter),
+                    (RANDOM, _randomness),
+                )
+                if rule(ours) != ours or rule(rec) != rec
+            ]
             step["rules"] += [WALK] if walk else []
         steps.append(step)
     return {"raw_same": raw_same, "norm_same": norm_same, "step_results": steps}
@@ -306,8 +316,9 @@ def replay(path: Path, mirror: Path, out: Path, scaffold: str, grade: bool) -> d
     policy = _Progress(ReplayPolicy(path), iid)
     sandbox = SandboxLimits(memory="4g", pids=2048, command_timeout_s=1800)
     t0 = time.monotonic()
-    traj = run_task(task, policy, limits=limits, backend="docker", sandbox_limits=sandbox,
-                    grade=grade)  # fmt: skip
+    traj = run_task(
+        task, policy, limits=limits, backend="docker", sandbox_limits=sandbox, grade=grade
+    )
     res["replay_s"] = round(time.monotonic() - t0, 1)
     res["ending"] = traj.ending.value
     res["ending_detail"] = traj.ending_detail[:300]
@@ -317,8 +328,15 @@ def replay(path: Path, mirror: Path, out: Path, scaffold: str, grade: bool) -> d
     for i, rec in enumerate(recorded):
         parsed = parse_action(f"{rec.get('thought', '')}\n\n{rec.get('action', '')}")
         ours = traj.steps[i].observation if i < len(traj.steps) else None
-        texts.append({"step": i, "function": parsed.function_name, "parameters": parsed.parameters,
-                      "recorded": rec["observation"], "ours": ours})  # fmt: skip
+        texts.append(
+            {
+                "step": i,
+                "function": parsed.function_name,
+                "parameters": parsed.parameters,
+                "recorded": rec["observation"],
+                "ours": ours,
+            }
+        )
     folder = out / scaffold
     folder.mkdir(parents=True, exist_ok=True)
     res["steps_file"] = f"{scaffold}/{iid}.json"
@@ -350,8 +368,10 @@ def report(results: list[dict], scaffold: str) -> None:
     applied = {r.get("scaffold_applied") for r in results if r["status"] == "replayed"}
     if False in applied:
         print("(EpisodeLimits has no `scaffold` field in some runs: those ran our default loop)\n")
-    print("| instance | steps | identical raw | identical normalised | reward R2E-Gym | reward ours "
-          "| our ending |")  # fmt: skip
+    print(
+        "| instance | steps | identical raw | identical normalised | reward R2E-Gym | reward ours "
+        "| our ending |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in results:
         print(_line(r))
@@ -360,14 +380,18 @@ def report(results: list[dict], scaffold: str) -> None:
     raw = sum(r["raw_same"] for r in done)
     norm = sum(r["norm_same"] for r in done)
     if steps:
-        print(f"\nreplayed {len(done)}/{len(results)} trajectories, {steps} steps: identical raw "
-              f"{raw}/{steps} ({raw / steps:.3f}), after normalisation {norm}/{steps} "
-              f"({norm / steps:.3f}); baseline R2E-Gym's recorded observations (1.0)")  # fmt: skip
-    print(f"normalised on both sides: test timings as {TIMING} (--durations lines whole); "
-          "walk outputs (search, directory view, grep -r, find) as multisets of lines; the "
-          "interpreter's paths (R2E-Gym: uv's CPython under /root/.local/share/uv/python, venvs "
-          "/testbed/.venv and /root/.venv; ours: /usr/lib/python3.X, /opt/venv, ...) as "
-          "<stdlib>/, <site-packages>/, <python>; object addresses and tempfile names")  # fmt: skip
+        print(
+            f"\nreplayed {len(done)}/{len(results)} trajectories, {steps} steps: identical raw "
+            f"{raw}/{steps} ({raw / steps:.3f}), after normalisation {norm}/{steps} "
+            f"({norm / steps:.3f}); baseline R2E-Gym's recorded observations (1.0)"
+        )
+    print(
+        f"normalised on both sides: test timings as {TIMING} (--durations lines whole); "
+        "walk outputs (search, directory view, grep -r, find) as multisets of lines; the "
+        "interpreter's paths (R2E-Gym: uv's CPython under /root/.local/share/uv/python, venvs "
+        "/testbed/.venv and /root/.venv; ours: /usr/lib/python3.X, /opt/venv, ...) as "
+        "<stdlib>/, <site-packages>/, <python>; object addresses and tempfile names"
+    )
     used = Counter(rule for r in done for s in r["step_results"] for rule in s.get("rules", []))
     if used:
         print(
@@ -376,14 +400,18 @@ def report(results: list[dict], scaffold: str) -> None:
         )
     both = [(r, s) for r in done for s in r["step_results"] if not s["same_norm"]]
     counts = Counter(s["category"] for _, s in both)
-    print("\ndifferences by category: " + (", ".join(f"{k} {v}" for k, v in counts.most_common())
-          or "none"))  # fmt: skip
+    print(
+        "\ndifferences by category: "
+        + (", ".join(f"{k} {v}" for k, v in counts.most_common()) or "none")
+    )
     for cat, _ in counts.most_common():
         print(f"\n### {cat} ({counts[cat]})")
         for r, s in both:
             if s["category"] == cat:
-                print(f"- {r['instance_id']} step {s['step']} [{s['function'] or '-'}]: "
-                      f"{s['excerpt']}")  # fmt: skip
+                print(
+                    f"- {r['instance_id']} step {s['step']} [{s['function'] or '-'}]: "
+                    f"{s['excerpt']}"
+                )
     skipped = [r for r in results if r["status"] != "replayed"]
     if skipped:
         print("\nnot replayed:")
@@ -404,8 +432,10 @@ def main() -> None:
     trajs, mirror = os.environ.get("DEEPSWE_R2E_TRAJECTORIES"), os.environ.get("DEEPSWE_R2E_MIRROR")
     if not trajs or not mirror:
         # no data here is not a failure of `make bench`: say so and skip
-        print("bench/parity.py: set DEEPSWE_R2E_TRAJECTORIES and DEEPSWE_R2E_MIRROR "
-              "(see the docstring); skipped")  # fmt: skip
+        print(
+            "bench/parity.py: set DEEPSWE_R2E_TRAJECTORIES and DEEPSWE_R2E_MIRROR "
+            "(see the docstring); skipped"
+        )
         return
     root = Path(trajs)
     files = sorted(root.glob("trajectory_*.json")) if root.is_dir() else [root]
@@ -429,12 +459,21 @@ def main() -> None:
         results.append(r)
         store.write_text(json.dumps(results, indent=1))
         if r["status"] == "replayed":
-            print(f"[{n}/{len(ids)}] {iid}: {r['norm_same']}/{r['steps']} steps identical "
-                  f"(normalised), reward {_reward(r['our_reward'])} "
-                  f"(R2E-Gym {_reward(r['recorded_reward'])})", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"[{n}/{len(ids)}] {iid}: {r['norm_same']}/{r['steps']} steps identical "
+                f"(normalised), reward {_reward(r['our_reward'])} "
+                f"(R2E-Gym {_reward(r['recorded_reward'])})",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
             print(f"[{n}/{len(ids)}] {iid}: not replayed", file=sys.stderr, flush=True)
-    chosen = [r for iid in ids for r in results if (r["instance_id"], r["scaffold"]) == (iid, args.scaffold)]  # fmt: skip
+    chosen = [
+        r
+        for iid in ids
+        for r in results
+        if (r["instance_id"], r["scaffold"]) == (iid, args.scaffold)
+    ]
     for r in chosen:  # compared again: the rules above may be newer than the run
         if r["status"] == "replayed" and (args.out / r.get("steps_file", "-")).is_file():
             r.update(compare(json.loads((args.out / r["steps_file"]).read_text()), TOOL_NAMES))

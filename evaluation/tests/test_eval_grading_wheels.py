@@ -62,13 +62,21 @@ def test_the_requirements_the_patches_add_are_found_on_the_host(repo):
 def _task(path: Path, base: str, gold: str, grading_pip: list[str]) -> Task:
     command = reinstall_command(INSTALL) + "\npython -m pytest -rA -p no:cacheprovider tests"
     return Task(
-        instance_id="calc__wheels-1", repo="calc/calc", base_commit=base,
-        problem_statement="add is wrong", source=TaskSource.CUSTOM,
-        environment=EnvironmentSpec(source=str(path), pip=["pytest", "setuptools", "wheel"],
-                                    install=[INSTALL], grading_pip=grading_pip),
+        instance_id="calc__wheels-1",
+        repo="calc/calc",
+        base_commit=base,
+        problem_statement="add is wrong",
+        source=TaskSource.CUSTOM,
+        environment=EnvironmentSpec(
+            source=str(path),
+            pip=["pytest", "setuptools", "wheel"],
+            install=[INSTALL],
+            grading_pip=grading_pip,
+        ),
         test_spec=TestSpec(command=command, log_parser="pytest", timeout_s=300, rules="swebench"),
-        hidden=HiddenTests(fail_to_pass=["tests/test_ops.py::test_add"]), gold_patch=gold,
-    )  # fmt: skip
+        hidden=HiddenTests(fail_to_pass=["tests/test_ops.py::test_add"]),
+        gold_patch=gold,
+    )
 
 
 @pytest.mark.docker

@@ -61,17 +61,35 @@ def test_local_failures_are_not_the_network(line):
 
 def _task(i: str) -> Task:
     return Task(
-        instance_id=i, repo="o/r", base_commit="0" * 40, problem_statement="p",
-        source=TaskSource.SWE_MINI, image="img:1", test_spec=TestSpec(command="pytest", log_parser="pytest"),
-        hidden=HiddenTests(fail_to_pass=["t::a"]), gold_patch="diff",
-    )  # fmt: skip
+        instance_id=i,
+        repo="o/r",
+        base_commit="0" * 40,
+        problem_statement="p",
+        source=TaskSource.SWE_MINI,
+        image="img:1",
+        test_spec=TestSpec(command="pytest", log_parser="pytest"),
+        hidden=HiddenTests(fail_to_pass=["t::a"]),
+        gold_patch="diff",
+    )
 
 
 def _record(i: str, run: int, outcome: Outcome, log: str = "") -> EpisodeRecord:
-    traj = Trajectory(instance_id=i, policy="p", messages=[], ending=Ending.SUBMITTED,
-                      outcome=outcome, test_log=log)  # fmt: skip
-    return EpisodeRecord(instance_id=i, run=run, repo="o/r", status=EpisodeStatus.GRADED,
-                         outcome=outcome, trajectory=traj)  # fmt: skip
+    traj = Trajectory(
+        instance_id=i,
+        policy="p",
+        messages=[],
+        ending=Ending.SUBMITTED,
+        outcome=outcome,
+        test_log=log,
+    )
+    return EpisodeRecord(
+        instance_id=i,
+        run=run,
+        repo="o/r",
+        status=EpisodeStatus.GRADED,
+        outcome=outcome,
+        trajectory=traj,
+    )
 
 
 def _manifest(tmp_path: Path):
@@ -81,10 +99,12 @@ def _manifest(tmp_path: Path):
     gold = {"good": [R, R, R], "flaky": [R, U, R], "net": [U, U, U], "free": [R, R, R]}
     empty = {"good": [U], "flaky": [U], "net": [U], "free": [R]}
     records = {
-        "gold": {i: [_record(i, k, o, net_log if i == "net" else "") for k, o in enumerate(v)]
-                 for i, v in gold.items()},
+        "gold": {
+            i: [_record(i, k, o, net_log if i == "net" else "") for k, o in enumerate(v)]
+            for i, v in gold.items()
+        },
         "empty": {i: [_record(i, k, o) for k, o in enumerate(v)] for i, v in empty.items()},
-    }  # fmt: skip
+    }
     cfg = EvalConfig(dataset="tasks.jsonl", baseline_runs=3)
     return tasks, build_manifest(tasks, cfg, [], records, "v1")
 
@@ -132,21 +152,28 @@ TESTS = (
     "def test_other():\n    assert add(0, 0) == 0\n\n\n"
     "def test_lookup():\n    socket.getaddrinfo('example.com', 80)\n"
 )
-PTH = ("python -c 'import site, pathlib; "
-       'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\'')  # fmt: skip
+PTH = (
+    "python -c 'import site, pathlib; "
+    'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
+)
 
 
 def _real_task(repo: Path, name: str, f2p: list[str], p2p: list[str]) -> Task:
     return Task(
-        instance_id=f"calc__{name}-1", repo="calc/calc",
-        base_commit=git(repo, "rev-parse", "HEAD").strip(), problem_statement="add is wrong.",
+        instance_id=f"calc__{name}-1",
+        repo="calc/calc",
+        base_commit=git(repo, "rev-parse", "HEAD").strip(),
+        problem_statement="add is wrong.",
         source=TaskSource.SWE_MINI,
         environment=EnvironmentSpec(source=str(repo), pip=["pytest"], install=[PTH]),
-        test_spec=TestSpec(command="python -m pytest -rA -p no:cacheprovider tests/test_ops.py",
-                           log_parser="pytest", timeout_s=120),
+        test_spec=TestSpec(
+            command="python -m pytest -rA -p no:cacheprovider tests/test_ops.py",
+            log_parser="pytest",
+            timeout_s=120,
+        ),
         hidden=HiddenTests(fail_to_pass=f2p, pass_to_pass=p2p, graded_files=["tests/test_ops.py"]),
         gold_patch=diff_to(repo, "calc/ops.py", OPS_BUG.replace("a - b", "a + b")),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.docker
@@ -168,8 +195,18 @@ def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
     ]
     path = write_tasks(tasks, tmp_path / "tasks.jsonl")
     out = tmp_path / "health"
-    cmd = [str(Path(sys.executable).with_name("deepswe-eval")), "health", "--dataset", str(path),
-           "--out", str(out), "--rounds", "2", "--workers", "2"]  # fmt: skip
+    cmd = [
+        str(Path(sys.executable).with_name("deepswe-eval")),
+        "health",
+        "--dataset",
+        str(path),
+        "--out",
+        str(out),
+        "--rounds",
+        "2",
+        "--workers",
+        "2",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "health: 1 of 3 task(s) healthy" in run.stdout
@@ -200,8 +237,12 @@ def test_the_report_gives_pass_at_1_on_the_healthy_subset_beside_all(tmp_path):
     tasks, m = _manifest(tmp_path)
     cfg = EvalConfig(dataset="tasks.jsonl")
     store, _ = open_run(tmp_path / "run", make_card(cfg, tasks))
-    won = {"good": Outcome.RESOLVED, "flaky": Outcome.RESOLVED, "net": Outcome.UNRESOLVED,
-           "free": Outcome.RESOLVED}  # fmt: skip
+    won = {
+        "good": Outcome.RESOLVED,
+        "flaky": Outcome.RESOLVED,
+        "net": Outcome.UNRESOLVED,
+        "free": Outcome.RESOLVED,
+    }
     for i, o in won.items():
         store.save(_record(i, 0, o))
     assert build_report(tmp_path / "run")["healthy"] is None  # no manifest: nothing beside

@@ -197,9 +197,11 @@ def build_from_source(
     env = environment_for(task, specs, repo_dir, source, probe, mirror)
     if "install" in specs and repo_dir is not None:  # swebench re-installs after the patch
         added = added_requirements(
-            str(repo_dir), task.base_commit, [task.gold_patch or "", task.hidden.test_patch],
+            str(repo_dir),
+            task.base_commit,
+            [task.gold_patch or "", task.hidden.test_patch],
             target_python(env),
-        )  # fmt: skip
+        )
         env = env.model_copy(update={"grading_pip": added})
     spec = TestSpec(
         command=eval_test_command(task, specs), log_parser="swebench", timeout_s=timeout_s

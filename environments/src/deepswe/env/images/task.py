@@ -226,8 +226,10 @@ def prepare_repository(source: str, base_commit: str, dest: Path) -> str | None:
     cut = cut_incomplete_history(dest)
     said = None
     if cut is not None:
-        said = (f"history cut at {cut[0][:12]}: {source} lacks objects further back; "
-                f"{cut[1]} first-parent commit(s) kept")  # fmt: skip
+        said = (
+            f"history cut at {cut[0][:12]}: {source} lacks objects further back; "
+            f"{cut[1]} first-parent commit(s) kept"
+        )
     past = {f"refs/tags/{t}" for t in _git(dest, "tag", "--merged", "HEAD").split()}
     for ref in _git(dest, "for-each-ref", "--format=%(refname)").split():
         if ref != "refs/heads/main" and ref not in past:

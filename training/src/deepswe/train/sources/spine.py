@@ -86,8 +86,11 @@ def healthy(tasks: list[Task], data: Any) -> list[Task]:
     if unknown and len(unknown) == len(tasks):
         raise ValueError(f"data.health {str(path)!r}: measured none of these tasks")
     if manifest.dataset_sha256 not in (None, dataset_sha256(tasks)):
-        print(f"data: {path} was measured on a task set that differs from data.path's "
-              f"({len(unknown)} task(s) unmeasured, kept)", file=sys.stderr)  # fmt: skip
+        print(
+            f"data: {path} was measured on a task set that differs from data.path's "
+            f"({len(unknown)} task(s) unmeasured, kept)",
+            file=sys.stderr,
+        )
     kept, left_out = quarantine(tasks, manifest)
     if not left_out:
         print(f"data: {path}: every task healthy", file=sys.stderr)
