@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import git
+from deepswe.data.toy import commit_repo, git
 from deepswe.env.images.offline import (
     conflicting_releases,
     missing_requirements,
@@ -77,15 +77,8 @@ def _run(task: Task, cmd: str) -> str:
 
 
 def _repo(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
-    repo = tmp_path / name
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
-    return repo
+    commit_repo(tmp_path / name, files, "init")
+    return tmp_path / name
 
 
 @pytest.mark.docker

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import diff_to, git, write_tasks
+from deepswe.data.toy import commit_repo, diff_to, git, write_tasks
 from deepswe.env.agent.parser import parse_action
 from deepswe.eval.attacks import ATTACKS, AttackPolicy, command_of, script_of, script_sha256
 
@@ -55,17 +55,14 @@ REAL_ON_PLAIN_PYTEST = {
 
 def make_repo(root: Path) -> Path:
     """calc/ (`__init__.py`, `ops.py` with the bug), tests/test_ops.py, setup.cfg, one commit."""
-    repo = root / "calc"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "calc" / "__init__.py").write_text("")
-    (repo / "calc" / "ops.py").write_text(OPS_BUG)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
-    (repo / "setup.cfg").write_text("[metadata]\nname = calc\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc with a bug")
-    return repo
+    files = {
+        "calc/__init__.py": "",
+        "calc/ops.py": OPS_BUG,
+        "tests/test_ops.py": TESTS,
+        "setup.cfg": "[metadata]\nname = calc\n",
+    }
+    commit_repo(root / "calc", files, "calc with a bug")
+    return root / "calc"
 
 
 def test_the_library_covers_every_family():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import git
+from deepswe.data.toy import commit_repo, git
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.images.grading_wheels import added_requirements
 from deepswe.eval.swebench_env import reinstall_command
@@ -26,17 +26,14 @@ INSTALL = "python -m pip install -e . --no-build-isolation"
 
 def _repo(root: Path) -> tuple[Path, str, str]:
     repo = root / "calc"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "setup.cfg").write_text(SETUP_CFG)
-    (repo / "setup.py").write_text("from setuptools import setup\n\nsetup()\n")
-    (repo / "calc" / "__init__.py").write_text("")
-    (repo / "calc" / "ops.py").write_text(OPS_BUG)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc")
-    base = git(repo, "rev-parse", "HEAD").strip()
+    files = {
+        "setup.cfg": SETUP_CFG,
+        "setup.py": "from setuptools import setup\n\nsetup()\n",
+        "calc/__init__.py": "",
+        "calc/ops.py": OPS_BUG,
+        "tests/test_ops.py": TESTS,
+    }
+    base = commit_repo(repo, files, "calc")
     # the fix imports six and declares it, as pylint-4661's declares appdirs
     (repo / "setup.cfg").write_text(SETUP_CFG + "install_requires =\n    six\n")
     (repo / "calc" / "ops.py").write_text(

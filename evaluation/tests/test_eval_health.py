@@ -19,7 +19,7 @@ import pytest
 
 from deepswe.data.datasets import load_tasks
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import diff_to, git, write_tasks
+from deepswe.data.toy import commit_repo, diff_to, git, write_tasks
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.audit import build_manifest, dataset_sha256
@@ -179,14 +179,8 @@ def _real_task(repo: Path, name: str, f2p: list[str], p2p: list[str]) -> Task:
 @pytest.mark.docker
 def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
     repo = tmp_path / "calc"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "calc" / "__init__.py").write_text("")
-    (repo / "calc" / "ops.py").write_text(OPS_BUG)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc")
+    files = {"calc/__init__.py": "", "calc/ops.py": OPS_BUG, "tests/test_ops.py": TESTS}
+    commit_repo(repo, files, "calc")
     t = "tests/test_ops.py::"
     tasks = [
         _real_task(repo, "healthy", [t + "test_add"], [t + "test_other"]),

@@ -1,7 +1,7 @@
 """A deterministic toy dataset: real bugs in a real git repository made on the spot.
 
-`git` and `diff_to` are the helpers it is made with; tests that build their own small
-repositories use them too.
+`git`, `commit_repo` and `diff_to` are the helpers it is made with; tests that build their own
+small repositories use them too.
 
 Used by the tests and the harness benchmark. All tasks share one repository and base commit, so
 they share one task image (built once, ~seconds); each task has its own bug, gold patch and
@@ -40,6 +40,20 @@ def git(repo: Path, *args: str) -> str:
         capture_output=True,
         text=True,
     ).stdout
+
+
+def commit_repo(repo: Path, files: dict[str, str], message: str = "initial") -> str:
+    """A git repository at `repo` (made if absent, branch main) holding `files` (path -> text)
+    in one new commit; its id."""
+    if not (repo / ".git").exists():
+        repo.mkdir(parents=True, exist_ok=True)
+        git(repo, "init", "-q", "-b", "main")
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD").strip()
 
 
 def diff_to(repo: Path, path: str, new: str) -> str:
