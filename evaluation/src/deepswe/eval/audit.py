@@ -44,6 +44,14 @@ HOW = (
     "every run is; empty and attacks count as resolved when any run is."
 )
 
+HEALTH_HOW = (
+    "Each task graded with its gold patch (gold) and the empty patch (empty), each as many runs "
+    "as the manifest's rounds. healthy: gold resolved in every run, empty in none, and no line "
+    "of gold's log showing its tests reached for the network (deepswe.eval.network); flaky: "
+    "gold's runs disagree. infra_error decides nothing and is retried by running the same "
+    "command again."
+)
+
 
 class AttackInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -246,6 +254,7 @@ def build_manifest(
         kind="audit" if names else "health", dataset=cfg.dataset,
         dataset_sha256=dataset_sha256(tasks), rounds=cfg.baseline_runs,
         harness_version=version or "unknown", attacks=attacks, tasks=rows, summary=summary,
+        how=HOW if names else HEALTH_HOW,
     )  # fmt: skip
 
 
