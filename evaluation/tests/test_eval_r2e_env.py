@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.loaders.r2e_gym import R2E_REPO_OWNERS, load_r2e_gym, r2e_test_command
-from deepswe.data.toy import git
+from deepswe.data.toy import commit_repo, git
 from deepswe.eval.r2e_env import (
     TOOLS,
     VENV_LINK,
@@ -44,23 +44,14 @@ def _tasks() -> dict:
     return {t.instance_id: t for t in load_r2e_gym(FIXTURES)}
 
 
-def _commit(repo: Path, files: dict[str, str], msg: str) -> str:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", msg)
-    return git(repo, "rev-parse", "HEAD").strip()
-
-
 def _mirror_for(tmp_path: Path, task, files: dict[str, str]) -> Path:
     """A clone at mirror/<owner>__<name> whose HEAD^ is the row's base and HEAD its commit."""
     mirror = tmp_path / "mirror"
     repo = mirror / task.repo.replace("/", "__")
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
-    _commit(repo, files, "base")
-    head = _commit(repo, {"CHANGES": "fix\n"}, "fix")
+    commit_repo(repo, files, "base")
+    head = commit_repo(repo, {"CHANGES": "fix\n"}, "fix")
     return mirror, task.model_copy(update={"base_commit": f"{head}^"})
 
 
@@ -167,7 +158,7 @@ def test_requirement_files_follow_includes_constraints_and_hash_blocks(tmp_path)
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    head = _commit(
+    head = commit_repo(
         repo,
         {
             "requirements/dev.txt": "-r base.txt\n-c ../constraints.txt\n-e .\npytest \\\n"
@@ -187,7 +178,7 @@ def test_a_makefile_target_installs_the_lock_of_its_requirements(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    head = _commit(
+    head = commit_repo(
         repo,
         {
             "Makefile": ".install-deps: .install-cython\n"
@@ -207,7 +198,7 @@ def test_pip_steps_skip_an_absent_optional_file_and_refuse_an_absent_one(tmp_pat
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    head = _commit(repo, {"requirements.txt": "six\n"}, "reqs")
+    head = commit_repo(repo, {"requirements.txt": "six\n"}, "reqs")
     attempt = Attempt(
         "3.9",
         (RequirementsFile("requirements.txt"), RequirementsFile("opt.txt", optional=True),
@@ -261,7 +252,7 @@ def test_a_later_package_step_is_fitted_to_what_earlier_steps_installed(tmp_path
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    head = _commit(
+    head = commit_repo(
         repo,
         {"Makefile": ".install-deps:\n\tpip install -r requirements/dev.txt\n",
          "requirements/dev.txt": "pytest==8.1.1\n"},

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.loaders.swebench import swebench_row_to_task
-from deepswe.data.toy import git
+from deepswe.data.toy import commit_repo, git
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeStatus, RunStore
@@ -28,16 +28,6 @@ from deepswe.eval.swebench_install import (
     has_c_sources,
     requirements_from_mirror,
 )
-
-
-def _commit(repo: Path, files: dict[str, str], msg: str) -> str:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", msg)
-    return git(repo, "rev-parse", "HEAD").strip()
-
 
 TEST_PATCH = (
     "diff --git a/tests/model_fields/test_decimal.py b/tests/model_fields/test_decimal.py\n"
@@ -69,7 +59,7 @@ def django_mirror(tmp_path) -> tuple[Path, str, str]:
     repo = mirror / "django__django"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
-    base = _commit(
+    base = commit_repo(
         repo,
         {
             "tests/requirements/py3.txt": "old-dep==1\n",
@@ -79,7 +69,7 @@ def django_mirror(tmp_path) -> tuple[Path, str, str]:
     )
     # swebench reads requirements at environment_setup_commit, not base_commit; the include
     # comes first and the lines it drops (editable self, comments) are dropped.
-    env = _commit(
+    env = commit_repo(
         repo,
         {
             "tests/requirements/py3.txt": "-e .\n# pinned\nasgiref >= 3.7.0\n-r extra.txt\nsqlparse>=0.3.1\n",
@@ -142,7 +132,7 @@ def test_a_conda_environment_yml_is_read_from_the_mirror_and_translated(tmp_path
         "  - cdms2\n  - cfgrib\n  - dask-core\n  - hdf5\n  - iris\n  - matplotlib-base\n"
         "  - numpy<1.24\n  - python=3.8\n  - pip\n  - pip:\n      - numbagg\n"
     )
-    base = _commit(repo, {"ci/requirements/environment.yml": yml}, "env")
+    base = commit_repo(repo, {"ci/requirements/environment.yml": yml}, "env")
     row = _row("pydata/xarray", "2022.06", base, test_patch="")
     task = build_from_source(swebench_row_to_task(row), tmp_path / "mirror", probe=False)
     spec = task.environment
@@ -181,7 +171,7 @@ def test_requirements_follow_swebench_includes_and_drop_inline_comments(tmp_path
     repo = tmp_path / "matplotlib__matplotlib"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    commit = _commit(
+    commit = commit_repo(
         repo,
         {
             "requirements/dev/dev-requirements.txt": "-r ../testing/all.txt\nastroid==2.8.0  # pinned\n",
@@ -208,8 +198,8 @@ def test_c_sources_outside_tests_ask_for_a_compiler(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    only_test = _commit(repo, {"tests/roots/ext/fixture.pyx": "", "pkg/mod.py": ""}, "a")
-    compiled = _commit(repo, {"pkg/_speedups.c": "int x;\n"}, "b")
+    only_test = commit_repo(repo, {"tests/roots/ext/fixture.pyx": "", "pkg/mod.py": ""}, "a")
+    compiled = commit_repo(repo, {"pkg/_speedups.c": "int x;\n"}, "b")
     assert not has_c_sources(repo, only_test) and has_c_sources(repo, compiled)
 
 
@@ -269,9 +259,9 @@ def test_a_django_style_instance_builds_from_the_mirror_and_grades_with_swebench
         "tests/model_fields/test_decimal.py": TEST_OLD,
         "tests/requirements/py3.txt": "setuptools>=68\nwheel\n",
     }
-    base = _commit(repo, files, "base")
+    base = commit_repo(repo, files, "base")
     (repo / "tests/runtests.py").chmod(0o755)
-    base = _commit(repo, {}, "exec bit") if git(repo, "status", "--porcelain") else base
+    base = commit_repo(repo, {}, "exec bit") if git(repo, "status", "--porcelain") else base
     gold, tpatch = (
         _diff(repo, "minidj.py", FIELD_OK),
         _diff(repo, "tests/model_fields/test_decimal.py", TEST_NEW),
