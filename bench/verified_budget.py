@@ -90,8 +90,13 @@ def budget(root: Path, results: list[dict]) -> str:
     per_repo: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     histories: set[tuple[str, str]] = set()
     envs: set[str] = set()
+    cloned = {p.name for p in (root / "mirror").iterdir()}
+    uncloned: set[str] = set()
     for row in eligible_rows(root):
         key, repo = (row["repo"], row["version"]), row["repo"]
+        if repo.replace("/", "__") not in cloned:  # its environments cannot be read here
+            uncloned.add(repo)
+            continue
         acc = per_repo[repo]
         acc["rows"] += 1
         acc["task_mb"] += _estimate(measured, key, repo, "task_layer_mb")
@@ -132,6 +137,8 @@ def budget(root: Path, results: list[dict]) -> str:
         f"{env_s:.0f} s, mean task build {total['task_s'] / max(total['rows'], 1):.0f} s; "
         f"building all {total['rows']:.0f} rows one at a time: about {hours:.1f} h on this machine"
     )
+    if uncloned:
+        lines.append(f"\nNot counted (no clone under mirror/): {', '.join(sorted(uncloned))}.")
     return "\n".join(lines)
 
 

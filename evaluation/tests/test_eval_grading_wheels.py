@@ -15,7 +15,7 @@ import pytest
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
 from deepswe.data.toy import commit_repo, git
 from deepswe.env.grading.outcomes import Outcome
-from deepswe.env.images.grading_wheels import added_requirements
+from deepswe.env.images.grading_wheels import added_requirements, grading_requirements
 from deepswe.eval.swebench_env import reinstall_command
 
 SETUP_CFG = "[metadata]\nname = calc\nversion = 0.1\n\n[options]\npackages = calc\n"
@@ -54,9 +54,11 @@ def test_the_requirements_the_patches_add_are_found_on_the_host(repo):
     assert added_requirements(str(path), base, [gold, ""], "3.11") == ["six"]
     assert added_requirements(str(path), base, [""], "3.11") == []
     assert added_requirements(str(path), base, ["not a diff\n"], "3.11") == []
+    assert grading_requirements(_task(path, base, gold, True)) == ["six"]
+    assert grading_requirements(_task(path, base, gold, False)) == []
 
 
-def _task(path: Path, base: str, gold: str, grading_pip: list[str]) -> Task:
+def _task(path: Path, base: str, gold: str, reinstall: bool) -> Task:
     command = reinstall_command(INSTALL) + "\npython -m pytest -rA -p no:cacheprovider tests"
     return Task(
         instance_id="calc__wheels-1",
@@ -68,7 +70,7 @@ def _task(path: Path, base: str, gold: str, grading_pip: list[str]) -> Task:
             source=str(path),
             pip=["pytest", "setuptools", "wheel"],
             install=[INSTALL],
-            grading_pip=grading_pip,
+            reinstall_after_patch=reinstall,
         ),
         test_spec=TestSpec(command=command, log_parser="pytest", timeout_s=300, rules="swebench"),
         hidden=HiddenTests(fail_to_pass=["tests/test_ops.py::test_add"]),
@@ -85,7 +87,7 @@ def test_gold_resolves_offline_with_the_grading_wheels_and_only_then(repo):
 
     path, base, gold = repo
     limits = SandboxLimits(memory="1g", pids=256)
-    task = _task(path, base, gold, ["six"])
+    task = _task(path, base, gold, True)  # six found from the patches, when first graded
     image = ensure_task_image(task, log=lambda _: None)
     run = grade_patch(task, gold, image=image, sandbox_limits=limits)
     assert run.grade.outcome is Outcome.RESOLVED, run.text[-3000:]
@@ -96,7 +98,7 @@ def test_gold_resolves_offline_with_the_grading_wheels_and_only_then(repo):
     with DockerSandbox(image, limits) as sb:  # the agent's sandbox: nothing of the fix
         r = sb.run("ls /wheels-grading 2>&1; python -c 'import six' 2>&1", timeout=30)
     assert "No such file" in r.stdout and "ModuleNotFoundError" in r.stdout
-    bare = _task(path, base, gold, [])  # nobody fetched six: pip's own reason in the log
+    bare = _task(path, base, gold, False)  # nobody fetched six: pip's own reason in the log
     run = grade_patch(bare, gold, image=image, sandbox_limits=limits)
     assert run.grade.outcome is not Outcome.RESOLVED
     assert "deepswe: re-install failed offline" in run.text

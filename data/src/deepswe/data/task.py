@@ -75,9 +75,13 @@ class EnvironmentSpec(_Frozen):
     files: list[SourceFile] = []
     """Files the install commands would have downloaded, fetched by the host (SourceFile)."""
     grading_pip: list[str] = []
-    """Requirements the task's gold and test patches add to what the project declares: their
-    wheels are written into the grading sandbox only (deepswe.env.images.grading_wheels), for a
-    test command that re-installs the project after the patch, offline. Never in the image."""
+    """Requirements whose wheels are written into the grading sandbox only, never the image
+    (deepswe.env.images.grading_wheels), for a test command that re-installs the project after
+    the patch, offline."""
+    reinstall_after_patch: bool = False
+    """The test command re-installs the project after the patch (swebench's eval scripts): what
+    the gold and test patches add to the project's declared requirements joins `grading_pip`,
+    found on the host from `source` when the task is first graded."""
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
 

@@ -192,8 +192,8 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         touched = sorted(p for p in changed if p not in exempt)
         if not _put_hidden_tests(run, [c.path for c in changes if c.restored]):
             return run.done(infra_error=True)
-        if task.environment is not None and task.environment.grading_pip:
-            _put_grading_wheels(run, task.environment)
+        if task.environment is not None:
+            _put_grading_wheels(run, task)
         if owned is not None:
             return _run_owned(run, owned, grader_dir, touched)
         spec = task.test_spec
@@ -276,16 +276,18 @@ def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
     return False
 
 
-def _put_grading_wheels(run: _Run, spec) -> None:
-    """The wheels a re-install after the patch needs (EnvironmentSpec.grading_pip), written into
-    this sandbox only. A host that cannot fetch them is infrastructure (SandboxError)."""
+def _put_grading_wheels(run: _Run, task: Task) -> None:
+    """The wheels a re-install after the patch needs (grading_wheels.grading_requirements),
+    written into this sandbox only. A host that cannot fetch them is infrastructure."""
+    spec = task.environment
+    assert spec is not None
+    if not spec.grading_pip and not spec.reinstall_after_patch:
+        return
     try:
-        n = put_grading_wheels(spec, run.sandbox)
+        n = put_grading_wheels(task, run.sandbox)
     except (OSError, RuntimeError, ValueError) as exc:  # pip's failure to download, offline
-        raise SandboxError(f"grading wheels {spec.grading_pip} not fetched: {exc}") from exc
-    run.people.append(
-        ("grading wheels", f"{n} wheel(s) for {spec.grading_pip} in {GRADING_WHEELS}")
-    )
+        raise SandboxError(f"the grading sandbox's wheels were not fetched: {exc}") from exc
+    run.people.append(("grading wheels", f"{n} wheel(s) in {GRADING_WHEELS}"))
 
 
 def _exempt(task: Task) -> set[str]:

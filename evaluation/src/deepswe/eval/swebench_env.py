@@ -15,8 +15,7 @@ import functools
 from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource, TestSpec
-from deepswe.env.images.grading_wheels import GRADING_WHEELS, added_requirements
-from deepswe.env.images.task import target_python
+from deepswe.env.images.grading_wheels import GRADING_WHEELS
 from deepswe.eval.swebench_conda import needs_left_out
 from deepswe.eval.swebench_downloads import UnservedDownload, build_downloads
 from deepswe.eval.swebench_install import (
@@ -195,14 +194,8 @@ def build_from_source(
     left_out_needed(task, specs, repo_dir)
     source = str(repo_dir) if repo_dir else f"https://github.com/{task.repo}.git"
     env = environment_for(task, specs, repo_dir, source, probe, mirror)
-    if "install" in specs and repo_dir is not None:  # swebench re-installs after the patch
-        added = added_requirements(
-            str(repo_dir),
-            task.base_commit,
-            [task.gold_patch or "", task.hidden.test_patch],
-            target_python(env),
-        )
-        env = env.model_copy(update={"grading_pip": added})
+    if "install" in specs:  # swebench re-installs after the patch (grading_wheels)
+        env = env.model_copy(update={"reinstall_after_patch": True})
     spec = TestSpec(
         command=eval_test_command(task, specs), log_parser="swebench", timeout_s=timeout_s
     )

@@ -5,11 +5,13 @@ gold patch that declares a new dependency (pylint-4661 adds `appdirs` to setup.c
 patch imports it) then needs a distribution no image of ours holds: offline, the re-install
 fails, the tests' imports fail, and gold is unresolved on a row swebench resolves.
 
-So the requirements the task's gold and test patches add to what the project declares are found
-on the host when the environment is translated (`added_requirements`: the project's metadata
-built by pip before and after the patches), kept in `EnvironmentSpec.grading_pip`, and their
-wheels written into the grading sandbox alone (`put_grading_wheels`, at `GRADING_WHEELS`), never
-into the image the agent works in, which would tell it something of the fix. A model patch that
+So for a task whose test command re-installs (`EnvironmentSpec.reinstall_after_patch`), the
+requirements its gold and test patches add to what the project declares are found on the host
+when it is first graded (`added_requirements`: the project's metadata built by pip before and
+after the patches, from the environment's source clone; cached), joined to any the spec names
+(`grading_pip`), and their wheels written into the grading sandbox alone (`put_grading_wheels`,
+at `GRADING_WHEELS`), never into the image the agent works in, which would tell it something of
+the fix. A model patch that
 adds a dependency nobody fetched fails its re-install with pip's own line in the test log.
 """
 
@@ -21,7 +23,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from deepswe.data.task import EnvironmentSpec
+from deepswe.data.task import EnvironmentSpec, Task
 
 GRADING_WHEELS = "/wheels-grading"
 """Where the grading sandbox finds them; the re-install's PIP_FIND_LINKS names it."""
@@ -70,26 +72,49 @@ def added_requirements(source: str, base_commit: str, patches: list[str], python
     return added
 
 
-def grading_wheel_files(spec: EnvironmentSpec, dest: Path) -> list[Path]:
-    """The wheels (and their dependencies) of `spec.grading_pip` for the image's Python, in
-    `dest`: downloaded once by the host, then from its cache (images/wheels.py)."""
+def grading_requirements(task: Task) -> list[str]:
+    """What the grading sandbox of `task` gets wheels for: its environment's `grading_pip`, and,
+    for a test command that re-installs after the patch, what its gold and test patches add."""
+    spec = task.environment
+    if spec is None:
+        return []
+    found = list(spec.grading_pip)
+    if spec.reinstall_after_patch:
+        from deepswe.env.images.task import target_python
+
+        patches = [task.gold_patch or "", task.hidden.test_patch]
+        found += added_requirements(spec.source, task.base_commit, patches, target_python(spec))
+    return list(dict.fromkeys(found))
+
+
+def grading_wheel_files(spec: EnvironmentSpec, requirements: list[str], dest: Path) -> list[Path]:
+    """The wheels (and their dependencies) of `requirements` for the image's Python, in `dest`:
+    downloaded once by the host, then from its cache (images/wheels.py)."""
     from deepswe.env.images.task import target_python
     from deepswe.env.images.wheels import download_wheels, manylinux_platforms
 
     python = target_python(spec)
     platforms = manylinux_platforms(python, suite=spec.base if spec.python else None)
-    return download_wheels(spec.grading_pip, dest, python, platforms, before=spec.index_date)
+    return download_wheels(requirements, dest, python, platforms, before=spec.index_date)
 
 
-def put_grading_wheels(spec: EnvironmentSpec, sandbox) -> int:
-    """Write `spec.grading_pip`'s wheels into `sandbox` at GRADING_WHEELS; how many."""
-    if not spec.grading_pip:
+def put_grading_wheels(task: Task, sandbox) -> int:
+    """Write the wheels of `grading_requirements(task)` into `sandbox` at GRADING_WHEELS; how
+    many (0 when it needs none)."""
+    requirements = grading_requirements(task)
+    if not requirements or task.environment is None:
         return 0
     with tempfile.TemporaryDirectory(prefix="deepswe-grading-wheels-") as tmp:
-        files = grading_wheel_files(spec, Path(tmp))
+        files = grading_wheel_files(task.environment, requirements, Path(tmp))
         for f in files:
             sandbox.write_file(f"{GRADING_WHEELS}/{f.name}", f.read_bytes())
     return len(files)
 
 
-__all__ = ["GRADING_WHEELS", "added_requirements", "grading_wheel_files", "put_grading_wheels"]
+__all__ = [
+    "GRADING_WHEELS",
+    "added_requirements",
+    "grading_requirements",
+    "grading_wheel_files",
+    "put_grading_wheels",
+]
