@@ -276,3 +276,18 @@ def test_an_endpoint_that_keeps_failing_is_unreachable_after_bounded_retries(ser
     closed = cfg.model_copy(update={"base_url": "http://127.0.0.1:9/v1", "retries": 0})
     v = judge_candidate(candidate(0), EndpointJudge(closed), budget=10**6)
     assert v.status is VerdictStatus.UNREACHABLE
+
+
+def test_the_one_judge_factory_takes_a_folder_or_an_endpoint_never_both(model_dir):
+    from deepswe.verify.ef.endpoint import EndpointJudge, EndpointJudgeConfig
+    from deepswe.verify.ef.local import LocalJudge
+    from deepswe.verify.ef.score import make_judge
+
+    config = EndpointJudgeConfig(
+        base_url="http://127.0.0.1:9/v1", model="m", tokenizer=str(model_dir)
+    )
+    assert isinstance(make_judge(endpoint=config), EndpointJudge)
+    assert isinstance(make_judge(path=model_dir), LocalJudge)
+    for bad in ({}, {"path": "x", "endpoint": config}):
+        with pytest.raises(ValueError, match="give one"):
+            make_judge(**bad)

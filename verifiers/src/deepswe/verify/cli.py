@@ -80,18 +80,18 @@ def score(
 def _judge(path, url, model, tokenizer):
     if path and url:
         raise _fail("--judge-path and --judge-url: give one")
-    if path:
-        from deepswe.verify.ef.local import LocalJudge
+    from deepswe.verify.ef.score import make_judge
 
-        return LocalJudge(path)
+    if path:
+        return make_judge(path=path)
     if not (url and model and tokenizer):
         raise _fail("--verifier ef needs --judge-path, or --judge-url with --judge-model and "
                     "--judge-tokenizer")  # fmt: skip
-    from deepswe.verify.ef.endpoint import EndpointJudge, EndpointJudgeConfig
+    from deepswe.verify.ef.endpoint import EndpointJudgeConfig
 
     config = EndpointJudgeConfig(base_url=url, model=model, tokenizer=tokenizer)
     _check_endpoint(config)
-    return EndpointJudge(config)
+    return make_judge(endpoint=config)
 
 
 def _writer(kind, url, model):

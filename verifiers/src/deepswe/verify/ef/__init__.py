@@ -9,6 +9,6 @@ tokens.py      the judge's own tokenizer as a chat token counter
 answer.py      P(YES) / (P(YES) + P(NO)) from a reply's top log-probs, answer found by content
 endpoint.py    the judge behind an OpenAI-compatible endpoint (vLLM)
 local.py       the judge in process (transformers), the score from logits
-score.py       Judge protocol, EFConfig, the format by name, score_candidates into the store
+score.py       Judge protocol, make_judge (the one factory), the format by name, score_candidates
 judge_data.py  judge SFT rows from graded train-split episodes
 """

@@ -1,7 +1,7 @@
 """Scoring candidates with the execution-free judge, into the verdict store.
 
-    judge = make_judge(EFConfig(...))          # LocalJudge (in-process) or EndpointJudge (HTTP)
-    score_candidates(candidates, judge, VerdictStore(run_root), budget=cfg.budget(), fmt=cfg.format)
+    judge = make_judge(path=...) or make_judge(endpoint=...)   # LocalJudge or EndpointJudge (HTTP)
+    score_candidates(candidates, judge, VerdictStore(run_root), budget=DEFAULT_BUDGETS[fmt], fmt=fmt)
 
 Each candidate is rendered in the judge's prompt format (condensed to the budget), judged, and
 stored as one Verdict "ef" the moment it is done; a resumed call skips `store.done("ef")`
@@ -17,9 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
 from typing import Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deepswe.verify.ef.answer import Judgement
 from deepswe.verify.ef.endpoint import EndpointJudgeConfig
@@ -44,10 +43,6 @@ EF_FORMATS: tuple[EFFormat, ...] = ("ours", "r2e-gym")
 # default of traj2verifier_data and run_ef_verifier.py), condensing the user text above
 # max_tokens - system and target tokens - 500.
 DEFAULT_BUDGETS: dict[str, int] = {"ours": DEFAULT_BUDGET, "r2e-gym": 65536}
-FORMAT_HELP = (
-    "the judge's prompt format: ours (the judges we train) | r2e-gym (R2E-Gym's verifier "
-    "input, what DeepSWE's published verifier was trained on)"
-)
 
 
 class JudgeTokens(Protocol):
@@ -65,43 +60,20 @@ class Judge(Protocol):
     def judge(self, messages: Messages) -> Judgement: ...
 
 
-class EFConfig(BaseModel):
-    """How candidates are judged: which judge, the prompt budget, how many at once."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    judge: Literal["local", "endpoint"] = Field("local", description="in-process model or HTTP")
-    path: str | None = Field(None, description="local: the judge's HF folder (merged LoRA)")
-    endpoint: EndpointJudgeConfig | None = Field(None, description="endpoint: where and which")
-    format: EFFormat = Field("ours", description=FORMAT_HELP)
-    max_prompt_tokens: int | None = Field(
-        None,
-        gt=0,
-        description="condense above this; null: the format's default "
-        "(ours: 32752 chat tokens; r2e-gym: R2E-Gym's max_tokens 65536)",
-    )
-    workers: int = Field(4, ge=1, description="candidates judged at once")
-
-    def budget(self) -> int:
-        return self.max_prompt_tokens or DEFAULT_BUDGETS[self.format]
-
-    @model_validator(mode="after")
-    def _complete(self) -> EFConfig:
-        if self.judge == "local" and not self.path:
-            raise ValueError("path: the local judge needs its model folder")
-        if self.judge == "endpoint" and self.endpoint is None:
-            raise ValueError("endpoint: the endpoint judge needs base_url, model and tokenizer")
-        return self
-
-
-def make_judge(cfg: EFConfig) -> Judge:
-    if cfg.judge == "endpoint":
+def make_judge(
+    path: str | Path | None = None, endpoint: EndpointJudgeConfig | None = None
+) -> Judge:
+    """The one judge factory: a LocalJudge on the HF folder `path` (a merged LoRA), or an
+    EndpointJudge on a served model. ValueError unless exactly one is given."""
+    if (path is None) == (endpoint is None):
+        raise ValueError("a judge is a model folder (path) or a served model (endpoint): give one")
+    if endpoint is not None:
         from deepswe.verify.ef.endpoint import EndpointJudge
 
-        return EndpointJudge(cfg.endpoint)  # type: ignore[arg-type]
+        return EndpointJudge(endpoint)
     from deepswe.verify.ef.local import LocalJudge
 
-    return LocalJudge(cfg.path)  # type: ignore[arg-type]
+    return LocalJudge(path)
 
 
 def candidate_prompt(candidate: Candidate, judge: Judge, budget: int, fmt: EFFormat) -> JudgePrompt:

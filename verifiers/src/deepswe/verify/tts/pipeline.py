@@ -209,13 +209,11 @@ def served_judge(ctx: Ctx):
 
 
 def make_tts_judge(ctx: Ctx):
+    from deepswe.verify.ef.score import make_judge
+
     if ctx.cfg.judge.base_url:
-        from deepswe.verify.ef.endpoint import EndpointJudge
-
-        return EndpointJudge(served_judge(ctx))
-    from deepswe.verify.ef.local import LocalJudge
-
-    return LocalJudge(ctx.out / "judge" / "model" / "merged")
+        return make_judge(endpoint=served_judge(ctx))
+    return make_judge(path=ctx.out / "judge" / "model" / "merged")
 
 
 def check_endpoints(ctx: Ctx, stages: dict) -> None:
