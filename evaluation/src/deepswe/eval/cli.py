@@ -16,10 +16,17 @@ import typer
 from deepswe.eval import cli_checks
 from deepswe.eval.cli_common import (
     CONFIG,
+    DATASET,
     DATASET_HELP,
     HEALTH,
+    IDS,
+    LIMIT,
     OVERRIDES,
+    R2E_ENV,
+    REPO_MIRROR,
     SANDBOX,
+    SWEBENCH_ENV,
+    WORKERS,
     check_infra_errors,
     clean_leftover_sandboxes,
     fail,
@@ -85,10 +92,10 @@ def run(
     out: Path = typer.Option(..., help="run folder, e.g. runs/my-eval; reused to resume"),
     config: Path = CONFIG,
     overrides: list[str] = OVERRIDES,
-    dataset: str = typer.Option(None, help=DATASET_HELP),
+    dataset: str = DATASET,
     policy: str = typer.Option(None, help="gold | empty | openai | replay | module:Class"),
     runs: int = typer.Option(None, min=1, help="independent runs per task (DeepSWE: 16)"),
-    workers: int = typer.Option(None, min=1, help="episodes in flight at once"),
+    workers: int = WORKERS,
     base_url: str = typer.Option(None, help="OpenAI-compatible endpoint (openai policy)"),
     model: str = typer.Option(None, help="model name at the endpoint (openai policy)"),
     temperature: float = typer.Option(None, min=0.0, help="sampling temperature (DeepSWE: 1.0)"),
@@ -107,14 +114,14 @@ def run(
     max_infra_errors: int = typer.Option(
         None, min=0, help="infra_error episodes accepted after retries before the exit is 3"
     ),
-    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
-    swebench_env: str = typer.Option(None, help="SWE-bench environments: auto | build | image"),
-    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+    repo_mirror: Path = REPO_MIRROR,
+    swebench_env: str = SWEBENCH_ENV,
+    r2e_env: str = R2E_ENV,
     memory: str = typer.Option(None, help="sandbox memory limit, e.g. 4g"),
     cpus: float = typer.Option(None, help="sandbox CPU limit"),
     sandbox: str = SANDBOX,
-    limit: int = typer.Option(None, help="first N tasks (by instance_id) only"),
-    ids: list[str] = typer.Option(None, help="only these instance ids (repeat the option)"),
+    limit: int = LIMIT,
+    ids: list[str] = IDS,
     dry_run: bool = typer.Option(False, help="print the resolved config and exit"),
     health: Path = HEALTH,
 ) -> None:
@@ -193,7 +200,7 @@ def envs(
 @app.command()
 def images(
     dataset: str = typer.Option(..., help=DATASET_HELP),
-    repo_mirror: Path = typer.Option(None, help="folder of git clones <owner>__<name>"),
+    repo_mirror: Path = REPO_MIRROR,
     r2e_env: str = typer.Option("auto", help="R2E-Gym environments: auto | build | image"),
 ) -> None:
     """Which images a run over these R2E-Gym rows will use: R2E-Gym's own when this engine has
@@ -268,11 +275,11 @@ def grade(
     out: Path = typer.Option(..., help="folder for report.json files and summary.json"),
     config: Path = CONFIG,
     overrides: list[str] = OVERRIDES,
-    dataset: str = typer.Option(None, help=DATASET_HELP),
+    dataset: str = DATASET,
     workers: int = typer.Option(None, min=1, help="gradings at once"),
     repo_mirror: Path = typer.Option(None, help="folder of git clones (SWE-bench)"),
     swebench_env: str = typer.Option(None, help="auto | build | image"),
-    r2e_env: str = typer.Option(None, help="R2E-Gym environments: auto | build | image"),
+    r2e_env: str = R2E_ENV,
     max_infra_errors: int = typer.Option(
         None, min=0, help="gradings that may end infra_error before the command exits 3"
     ),

@@ -14,6 +14,13 @@ OVERRIDES = typer.Argument(None, help="eval.a.b=value overrides of the config, i
 SANDBOX = typer.Option(
     None, "--sandbox", help="sandbox backend: docker | kubernetes | local | module:Class"
 )
+DATASET = typer.Option(None, help=DATASET_HELP)
+WORKERS = typer.Option(None, min=1, help="episodes in flight at once")
+LIMIT = typer.Option(None, help="first N tasks (by instance_id) only")
+IDS = typer.Option(None, help="only these instance ids (repeat the option)")
+REPO_MIRROR = typer.Option(None, help="folder of git clones <owner>__<name>")
+SWEBENCH_ENV = typer.Option(None, help="SWE-bench environments: auto | build | image")
+R2E_ENV = typer.Option(None, help="R2E-Gym environments: auto | build | image")
 HEALTH = typer.Option(
     None, help="a health manifest (deepswe-eval health): Pass@1 on its healthy tasks beside all"
 )
