@@ -149,20 +149,28 @@ class GoldPolicy:
         return None
 
 
-class GoldPatchPolicy:
-    """The gold patch as a submission: graded as a patch, as swebench grades predictions,
-    without an episode (`deepswe.env.episode.run_task` grades `submission` directly)."""
+class SubmittedPatch:
+    """A patch made elsewhere, as a submission: graded as it is, as swebench grades
+    predictions, without an episode (`deepswe.env.episode.run_task` grades `submission`
+    directly). `name` is what the records show."""
 
-    name = "gold-patch"
+    name = "submitted"
 
-    def __init__(self, patch: str) -> None:
+    def __init__(self, patch: str, name: str | None = None) -> None:
         self.submission = patch
+        self.name = name or type(self).name
 
     def reply(self, messages: list[dict[str, str]], *, timeout: float) -> Reply:
         return Reply(text=FINISH)
 
     def count_tokens(self, messages: list[dict[str, str]]) -> int | None:
         return None
+
+
+class GoldPatchPolicy(SubmittedPatch):
+    """The gold patch as a submission (`deepswe-eval validate`'s gold baseline)."""
+
+    name = "gold-patch"
 
 
 class EmptyPolicy(ScriptedPolicy):

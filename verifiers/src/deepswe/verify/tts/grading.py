@@ -23,8 +23,7 @@ from pathlib import Path
 from deepswe.data.task import Task
 from deepswe.env.episode import INFRA_EXCEPTIONS, run_task
 from deepswe.env.grading.outcomes import Outcome
-from deepswe.env.policies import Reply
-from deepswe.env.policies.scripted import FINISH
+from deepswe.env.policies.scripted import SubmittedPatch
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.config import EvalConfig, with_grading_rules
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
@@ -33,29 +32,13 @@ from deepswe.verify.tts.plan import Planned
 POLICY = "submitted"  # the same name for every kind: nothing downstream can read the kind off it
 
 
-class Submitted:
-    """A Policy whose patch was made before the episode: `run_task` grades `submission` as it
-    is, without an episode."""
-
-    name = POLICY
-
-    def __init__(self, patch: str) -> None:
-        self.submission = patch
-
-    def reply(self, messages: list[dict[str, str]], *, timeout: float) -> Reply:
-        return Reply(text=FINISH)
-
-    def count_tokens(self, messages: list[dict[str, str]]) -> int | None:
-        return None
-
-
 def grade_once(task: Task, patch: str, cfg: EvalConfig) -> tuple[Trajectory | None, int, str]:
     """(graded trajectory or None, attempts, why not): infra failures retried as the eval
     runner retries them (cfg.infra_retries)."""
     reason = ""
     for attempt in range(1, cfg.infra_retries + 2):
         try:
-            traj = run_task(with_grading_rules(task, cfg), Submitted(patch), limits=cfg.episode,
+            traj = run_task(with_grading_rules(task, cfg), SubmittedPatch(patch, POLICY), limits=cfg.episode,
                             backend=cfg.sandbox_backend, sandbox_limits=cfg.sandbox)  # fmt: skip
         except INFRA_EXCEPTIONS as exc:
             reason = f"harness: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
