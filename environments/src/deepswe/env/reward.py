@@ -161,14 +161,14 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         take_snapshot(sandbox, workdir)
         declared: list[str] = []
         if patch.strip():
-            declared, refused = check_text(patch)
-            refused = refused or check_in_tree(sandbox, declared, workdir)
-            if refused:
-                run.log.append(f"{APPLY_PATCH_FAIL} (refused before any attempt: {refused})")
+            applied = apply_patch(sandbox, patch, workdir)
+            if applied.output:
+                run.people.append(("the patch apply's output", applied.output))
+            if not applied.ok:
+                run.log.append(APPLY_PATCH_FAIL + (f" ({applied.why})" if applied.why else ""))
                 return run.done(apply_ok=False)
-            if not _apply(run, patch):
-                return run.done(apply_ok=False)
-            run.applied = True
+            run.log.append(APPLY_PATCH_PASS)
+            run.applied, declared = True, applied.paths
             run.log += [gate_line(f) for f in scan_patch(patch, task.gold_patch or "")]
         strict = task.test_spec.grading_rules == "strict"
         grader_dir = f"/tmp/deepswe-grader-{secrets.token_hex(8)}"
@@ -229,27 +229,41 @@ def one_line(text: str) -> str:
     return " ".join(text.split())[:500]
 
 
-def _apply(run: _Run, patch: str) -> bool:
-    """Apply `patch` by SWE-bench's chain; False (and the reason logged) when it did not apply.
-    The script's exit status decides, never what it printed (a patch's own lines are echoed)."""
-    run.sandbox.write_file(PATCH_PATH, patch if patch.endswith("\n") else patch + "\n")
-    r = run.sandbox.run(patch_apply_script(PATCH_PATH, run.workdir), timeout=APPLY_TIMEOUT_S)
-    run.people.append(("the patch apply's output", r.output))
+@dataclass(frozen=True)
+class Applied:
+    """What applying a patch did: `ok`, the paths it names, why not (empty when it applied or
+    when every attempt simply failed), and what the apply printed (for people, never graded)."""
+
+    ok: bool
+    paths: list[str]
+    why: str = ""
+    output: str = ""
+
+
+def apply_patch(
+    sandbox: Sandbox, patch: str, workdir: str = "/testbed", path: str = PATCH_PATH
+) -> Applied:
+    """`patch` checked (grading.patch_check: paths out of the tree, into .git, ignored,
+    bytecode...) and applied by SWE-bench's chain from the start snapshot (`take_snapshot` first).
+    The script's exit status decides, never what it printed (a patch's own lines are echoed).
+    A timeout on a sandbox that still answers is the patch's (GNU patch's fuzz grinding on);
+    SandboxError when the sandbox does not answer or cannot be put back between attempts."""
+    if not patch.strip():
+        return Applied(ok=True, paths=[])
+    paths, refused = check_text(patch)
+    refused = refused or check_in_tree(sandbox, paths, workdir)
+    if refused:
+        return Applied(ok=False, paths=paths, why=f"refused before any attempt: {refused}")
+    sandbox.write_file(path, patch if patch.endswith("\n") else patch + "\n")
+    r = sandbox.run(patch_apply_script(path, workdir), timeout=APPLY_TIMEOUT_S)
     if r.timed_out:
-        # The sandbox still answers: the patch is what took so long (a diff GNU patch's fuzz
-        # grinds on), so it is the patch's. A sandbox that does not answer is infrastructure.
-        alive = run.sandbox.run("true", timeout=30)
-        if alive.exit_code != 0:
+        if sandbox.run("true", timeout=30).exit_code != 0:
             raise SandboxError(f"applying the patch timed out after {APPLY_TIMEOUT_S:.0f}s")
-        run.log.append(f"{APPLY_PATCH_FAIL} (timed out after {APPLY_TIMEOUT_S:.0f}s)")
-        return False
+        why = f"timed out after {APPLY_TIMEOUT_S:.0f}s"
+        return Applied(ok=False, paths=paths, why=why, output=r.output)
     if r.exit_code == RESET_EXIT:
         raise SandboxError("the sandbox could not be put back to its start between attempts")
-    if r.exit_code != 0:
-        run.log.append(APPLY_PATCH_FAIL)
-        return False
-    run.log.append(APPLY_PATCH_PASS)
-    return True
+    return Applied(ok=r.exit_code == 0, paths=paths, output=r.output)
 
 
 def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
@@ -364,8 +378,10 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
 
 
 __all__ = [
+    "Applied",
     "Outcome",
     "RewardRun",
+    "apply_patch",
     "graded_ids",
     "graded_paths",
     "hidden_tests_script",

@@ -3,8 +3,8 @@ applies it, a result cache keyed by (task, patch hash), and a bounded worker poo
 
 Every run is in a fresh sandbox of the task's image: nothing one candidate did can leak into the
 next one's run. The patch goes in exactly as the reward run puts it in
-(`deepswe.env.grading.patch_apply_script`: snapshot, SWE-bench's apply chain, each attempt from
-the snapshot). Infrastructure failures are raised as the env's `INFRA_EXCEPTIONS` and become
+(`deepswe.env.reward.apply_patch`: the patch's paths checked, SWE-bench's apply chain from the
+snapshot, exit statuses deciding). Infrastructure failures are raised as the env's `INFRA_EXCEPTIONS` and become
 UNREACHABLE verdicts upstream, never a score.
 """
 
@@ -22,10 +22,9 @@ from typing import Any, TypeVar
 
 from deepswe.data.task import Task
 from deepswe.env.episode import INFRA_EXCEPTIONS
-from deepswe.env.grading import patch_apply_script
-from deepswe.env.grading.markers import RESET_FAILED, has_marker
 from deepswe.env.images.task import ensure_task_image
-from deepswe.env.sandbox import Sandbox, SandboxError, SandboxLimits, backend_class
+from deepswe.env.reward import apply_patch as reward_apply
+from deepswe.env.sandbox import Sandbox, SandboxLimits, backend_class
 from deepswe.env.workspace import take_snapshot
 from deepswe.eval.store import atomic_write_json
 
@@ -85,15 +84,11 @@ def fresh_sandbox(image: str, plan: SandboxPlan) -> Iterator[Sandbox]:
 
 
 def apply_patch(sandbox: Sandbox, patch: str) -> tuple[bool, str]:
-    """Apply `patch` as grading does; (applied, apply log). A tree that cannot be reset between
-    attempts is a harness failure (SandboxError), not the candidate's."""
-    if not patch.strip():
-        return True, ""
-    sandbox.write_file(PATCH_PATH, patch if patch.endswith("\n") else patch + "\n")
-    r = sandbox.run(patch_apply_script(PATCH_PATH, WORKDIR), timeout=120)
-    if has_marker(r.output, RESET_FAILED) or r.timed_out:
-        raise SandboxError(f"applying the patch: {r.output.strip()[-300:]}")
-    return r.exit_code == 0, r.output
+    """Apply `patch` exactly as the reward run does (`deepswe.env.reward.apply_patch`: the same
+    checks, the same chain, exit statuses deciding); (applied, what the apply printed and why
+    not). A sandbox that cannot be reset or does not answer is the harness's (SandboxError)."""
+    applied = reward_apply(sandbox, patch, WORKDIR, PATCH_PATH)
+    return applied.ok, "\n".join(filter(None, [applied.output, applied.why]))
 
 
 class JsonCache:
