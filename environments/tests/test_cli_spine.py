@@ -33,11 +33,14 @@ def test_episode_gold_prints_one_json_line(tasks_file, tmp_path):
             "calc__calc-1",
             "--policy",
             "gold",
+            "--scaffold",
+            "r2e-gym",
             "--out",
             str(out),
         ],
     )
     assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["steps"][-1]["observation"] == "<<< Finished >>>"
     line = json.loads(r.stdout.strip().splitlines()[-1])
     assert {k: line[k] for k in ("instance_id", "outcome", "reward", "ended")} == {
         "instance_id": "calc__calc-1",

@@ -138,6 +138,9 @@ def episode(
     max_context: int = typer.Option(
         65_536, help="Context budget in tokens (DeepSWE eval: 65,536)."
     ),
+    scaffold: str = typer.Option(
+        "deepswe", help="r2e-gym: R2E-Gym's texts where they differ by design; deepswe: ours."
+    ),
     out: Path | None = typer.Option(None, help="Write the whole trajectory here (JSON)."),
 ) -> None:
     """Run one episode and print {instance_id, outcome, reward, ended, steps, seconds}."""
@@ -147,7 +150,11 @@ def episode(
     from deepswe.env.episode import run_task
     from deepswe.env.policies import PolicySpec, make_policy
     from deepswe.env.policies.endpoint import EndpointError, check_policy_endpoint
+    from deepswe.env.tools.scaffold import SCAFFOLDS
 
+    if scaffold not in SCAFFOLDS:
+        typer.secho(f"--scaffold {scaffold!r}: one of {', '.join(SCAFFOLDS)}", fg="red", err=True)
+        raise typer.Exit(2)
     task = _task(tasks, instance_id)
     spec = PolicySpec(name=policy.value, base_url=base_url, model=model, temperature=temperature)
     try:
@@ -156,9 +163,8 @@ def episode(
     except (ValueError, EndpointError) as err:
         typer.secho(str(err), fg="red", err=True)
         raise typer.Exit(2) from None
-    traj = run_task(
-        task, chosen, limits=EpisodeLimits(max_steps=max_steps, max_context_tokens=max_context)
-    )
+    limits = EpisodeLimits(max_steps=max_steps, max_context_tokens=max_context, scaffold=scaffold)
+    traj = run_task(task, chosen, limits=limits)
     if out is not None:
         tmp = out.with_suffix(out.suffix + ".tmp")
         tmp.write_text(traj.model_dump_json(indent=1))
