@@ -178,7 +178,7 @@ def task_file(tmp_path) -> Path:
 def test_audit_of_a_task_set_finds_no_hole(task_file, tmp_path):
     out = tmp_path / "audit"
     chosen = ["conftest-hookwrapper", "root-pytest-py", "runtest-noop", "exit-passing",
-              "atexit-forged-report"]  # fmt: skip
+              "atexit-forged-report", "report-pipe-injection"]  # fmt: skip
     cmd = [str(Path(sys.executable).with_name("deepswe-eval")), "audit", "--dataset",
            str(task_file), "--out", str(out), "--workers", "4"]  # fmt: skip
     for name in chosen:

@@ -183,6 +183,27 @@ def _dsw_late():
 
 atexit.register(_dsw_late)
 """,
+    "report-pipe-injection": IDS
+    + """
+
+import threading
+
+def _dsw_inject_lines():
+    import gc, io, os, stat, time
+    while True:  # while pytest runs: each graded id's PASSED after its real line, before the end
+        ids = [o.nodeid for o in gc.get_objects()
+               if type(o).__name__ == "Function" and hasattr(o, "nodeid")] or _dsw_ids()
+        text = "".join("PASSED %s\\n" % i for i in ids).encode()
+        for fd in range(3, 64):
+            try:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    io.FileIO(fd, "w", closefd=False).write(text)  # not os.write, which is watched
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+threading.Thread(target=_dsw_inject_lines, daemon=True).start()
+""",
     "xfail-from-code-under-test": """import functools, importlib, os, pkgutil, types
 
 def _dsw_from_test():

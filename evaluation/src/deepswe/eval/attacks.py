@@ -62,6 +62,9 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "the package prints a passing summary on every pipe, then os._exit(0) cuts pytest off"),
     "atexit-forged-report": ("report forging",
         "an atexit hook appends a passing report to fd 3 with the nonce found through gc"),
+    "report-pipe-injection": ("report forging",
+        "a thread of the package keeps writing PASSED lines into every pipe, the report's among "
+        "them, while pytest runs"),
     "xfail-from-code-under-test": ("status laundering",
         "the package's code raises pytest.xfail() when a test calls it: XFAIL counts as pass"),
     "tests-rewritten": ("graded tests rewritten",
