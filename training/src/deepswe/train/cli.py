@@ -82,17 +82,14 @@ def _data_problems(cfg) -> list[str]:  # cfg: TrainConfig
     image on this engine and no mirror to build them from. Prints the image plan."""
     if cfg.data.source != "spine" or not cfg.data.path:
         return []
-    from deepswe.data.datasets import load_tasks
     from deepswe.data.errors import DataError
-    from deepswe.train.sources.spine import healthy, with_images, without_refused
+    from deepswe.train.sources.spine import training_tasks
 
     path = cfg.data.path
     if path.endswith((".jsonl", ".json", ".parquet")) and not Path(path).exists():
         return [f"data.path {path!r}: no such file (make data PROFILE=... writes it)"]
     try:
-        tasks = with_images(load_tasks(path), cfg.data)  # prints which images the run will use
-        if not healthy(without_refused(tasks), cfg.data):  # prints what it leaves out
-            return [f"data.path {path!r}: no task left once the unhealthy are out"]
+        training_tasks(cfg.data)  # prints the image plan and what it leaves out
     except (DataError, ValueError) as e:
         return [str(e)]
     return []

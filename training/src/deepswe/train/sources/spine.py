@@ -102,6 +102,18 @@ def healthy(tasks: list[Task], data: Any) -> list[Task]:
     return tasks if data.include_unhealthy else kept
 
 
+def training_tasks(data: Any) -> list[Task]:
+    """The tasks training runs on: `data.path`'s, each with its image, less those strict rules
+    refuse and those the health manifest calls unhealthy (each said on stderr). ValueError
+    naming what to do when none is left or a row cannot run here."""
+    from deepswe.data.datasets import load_tasks
+
+    tasks = healthy(without_refused(with_images(load_tasks(data.path), data)), data)
+    if not tasks:
+        raise ValueError(f"data.path {data.path!r}: no task left to train on (see above)")
+    return tasks
+
+
 class SpineSource:
     """Tasks from `data.path` (deepswe.data.loaders.load_tasks); one run_task per rollout."""
 
@@ -123,12 +135,7 @@ class SpineSource:
 
     def tasks(self) -> list[Task]:
         if self._tasks is None:
-            from deepswe.data.datasets import load_tasks
-
-            tasks = with_images(load_tasks(self.cfg.data.path), self.cfg.data)
-            self._tasks = healthy(without_refused(tasks), self.cfg.data)
-            if not self._tasks:
-                raise ValueError(f"data.path {self.cfg.data.path!r}: no tasks")
+            self._tasks = training_tasks(self.cfg.data)
         return self._tasks
 
     def rollout(self, task: Task, policy: Policy) -> Trajectory:
