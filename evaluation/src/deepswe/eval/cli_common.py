@@ -3,6 +3,7 @@ dataset loaded and prepared, the exit with one line, and the batch's preflight a
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,22 +87,24 @@ def prepare_tasks(tasks, cfg):
 
     mirror = Path(cfg.repo_mirror) if cfg.repo_mirror else None
     unsupported: dict[str, str] = {}
-    steps = [
-        (swebench_env.needs_swebench_env, lambda c: swebench_env.prepare_all(
-            c, mode=cfg.swebench_env, mirror=mirror)),
-        (r2e_env.needs_r2e_env, lambda c: r2e_env.prepare_all(c, mode=cfg.r2e_env, mirror=mirror)),
-    ]  # fmt: skip
+    preparers = [
+        (swebench_env.needs_swebench_env, partial(swebench_env.prepare_all, mode=cfg.swebench_env)),
+        (r2e_env.needs_r2e_env, partial(r2e_env.prepare_all, mode=cfg.r2e_env)),
+    ]
     try:
-        for needs, prepare_all in steps:
+        for needs, prepare_all in preparers:
             if not any(map(needs, tasks)):
                 continue
             done: list = []
             for k in range(0, len(tasks), 25):  # a line per 25 tasks: specs, mirrors, images
-                more_tasks, more = prepare_all(tasks[k : k + 25])
+                more_tasks, more = prepare_all(tasks[k : k + 25], mirror=mirror)
                 done += more_tasks
                 unsupported.update(more)
-                typer.echo(f"environments: {len(done)}/{len(tasks)} task(s) prepared, "
-                           f"{len(unsupported)} unsupported", err=True)  # fmt: skip
+                typer.echo(
+                    f"environments: {len(done)}/{len(tasks)} task(s) prepared, "
+                    f"{len(unsupported)} unsupported",
+                    err=True,
+                )
             tasks = done
     except (swebench_env.SwebenchEnvError, r2e_env.R2EEnvError) as exc:
         fail(str(exc))
