@@ -34,8 +34,16 @@ from pathlib import Path
 
 from deepswe.env.images.pip_runner import resolver_python
 from deepswe.env.images.recipe import SUITES, cache_root, debian_arch
+from deepswe.env.images.sdist_fallback import (
+    PIP_TIMEOUT_S,
+    STUB_MARK,
+    TempDir,
+    WheelDownloadError,
+    build_pure_wheel,
+    requires_python_version,
+    tail,
+)
 
-PIP_TIMEOUT_S = 900
 MAX_SDIST_FALLBACKS = 20
 # The name, and the version range pip wanted (a transitive pin such as astroid's
 # "wrapt<1.13,>=1.11" is not among the requirements the caller gave).
@@ -45,23 +53,6 @@ _NO_DIST = re.compile(r"No matching distribution found for ([A-Za-z0-9][A-Za-z0-
 _NO_DIST_IN_CONFLICT = re.compile(
     r"no matching distributions available for your environment:\s*\n\s+([A-Za-z0-9][A-Za-z0-9._-]*)()"
 )
-_PURE_TAG = re.compile(r"-py[23][0-9]*(\.py[23][0-9]*)?-none-any\.whl$")
-
-
-# pip reads `--python-version 3.6` as 3.6.0 when it checks Requires-Python: pandas 1.1.5
-# (Requires-Python >=3.6.1) was refused for Python 3.6, which then got pandas 0.25.3. The images
-# run late patch releases (3.6.15, 3.9.2, 3.11.2, ...), so the check is made for "X.Y.LATE".
-LATE_PATCH = 99
-
-
-def requires_python_version(python_version: str) -> str:
-    """The version pip checks Requires-Python against for a target "X.Y" (wheel tags read X.Y
-    only): a late patch release of it; a full "X.Y.Z" is kept."""
-    return python_version if python_version.count(".") >= 2 else f"{python_version}.{LATE_PATCH}"
-
-
-class WheelDownloadError(RuntimeError):
-    """pip could not provide wheels for the target; the message carries pip's own output."""
 
 
 def manylinux_platforms(
@@ -162,11 +153,11 @@ def _fill(
         if missing is not None and _NO_DIST.search(res.stdout + res.stderr) is None:
             missing = _beneath(missing, staging, python_version, platforms, env)
         if missing is None or missing[0].lower() in built or len(built) >= MAX_SDIST_FALLBACKS:
-            raise WheelDownloadError(f"pip download failed:\n{_tail(res)}")
+            raise WheelDownloadError(f"pip download failed:\n{tail(res)}")
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
         name, wanted = missing
-        _build_pure_wheel(name, requirements, staging, sources, name + wanted, env, python_version)
+        build_pure_wheel(name, requirements, staging, sources, name + wanted, env, python_version)
         built.add(name.lower())
     for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
         stub.unlink()
@@ -208,7 +199,7 @@ def _beneath(
     when that resolves, or names the same package, the named one is what to build."""
     name, _ = missing
     for _ in range(depth):
-        with _TempDir(staging / f".probe-{name}") as tmp:
+        with TempDir(staging / f".probe-{name}") as tmp:
             res = _pip_download([name], tmp, python_version, platforms, env, find_links=staging)
         deeper = None if res.returncode == 0 else _missing_dist(res.stdout + res.stderr)
         if deeper is None or deeper[0].lower() == name.lower():
@@ -236,7 +227,7 @@ def versions_for_target(
     for tag in platforms:
         cmd += ["--platform", tag]
     # one folder per call: the eval runner's workers are threads of one process
-    with _TempDir(cache_root() / "wheels" / f".probe-{os.getpid()}-{threading.get_ident()}") as tmp:
+    with TempDir(cache_root() / "wheels" / f".probe-{os.getpid()}-{threading.get_ident()}") as tmp:
         res = subprocess.run(
             [*cmd, "--dest", str(tmp), f"{name}==0.0.0.dev0+deepswe.probe"],
             capture_output=True,
@@ -295,127 +286,6 @@ def _pip_download(
     # find-links on dest: fallback wheels built in earlier rounds satisfy the resolver.
     cmd += ["--dest", str(dest), "--find-links", str(find_links or dest), *requirements]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
-
-
-def _build_pure_wheel(
-    name: str,
-    requirements: list[str],
-    dest: Path,
-    sources: bool,
-    wanted: str | None = None,
-    env: dict[str, str] | None = None,
-    python_version: str | None = None,
-) -> None:
-    """Build the sdist of `name` (pinned as in requirements) into a wheel on the host and put it
-    in dest; with `sources`, a package that is not pure Python goes in as its sdist instead.
-
-    The sdist is chosen for the *target* Python (its Requires-Python), not the host's: the
-    newest release of a package often dropped the target, and a stub carrying its metadata
-    would make the resolver backtrack through everything else."""
-    wanted = _matching_requirement(name, requirements) or wanted or name
-    with _TempDir(dest / f".build-{name}") as tmp:
-        src = tmp / "sdist"
-        _download_sdist(wanted, src, env, python_version)
-        sdist = next(p for p in src.iterdir() if p.is_file())
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--wheel-dir",
-            str(tmp),
-            str(sdist),
-        ]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
-        if res.returncode != 0:
-            raise WheelDownloadError(
-                f"no wheel for {name}, and its sdist {sdist.name} did not build:\n{_tail(res)}"
-            )
-        for wheel in tmp.glob("*.whl"):
-            if not _PURE_TAG.search(wheel.name) and sources:
-                shutil.move(str(sdist), dest / sdist.name)
-                _pure_stub(wheel, dest)
-                continue
-            if not _PURE_TAG.search(wheel.name):
-                raise WheelDownloadError(
-                    f"{name} has no wheel for the target and is not pure Python ({wheel.name}); "
-                    "it would need a compiler for the target interpreter"
-                )
-            shutil.move(str(wheel), dest / wheel.name)
-
-
-# A stub wheel stands in for a source-only package while the closure is resolved on the host
-# (pip download accepts only wheels): it carries the package's metadata, so its dependencies
-# are fetched too, and is deleted once the closure settles, leaving the sdist.
-STUB_MARK = "0deepswestub"
-
-
-def _download_sdist(
-    wanted: str, dest: Path, env: dict[str, str] | None = None, python_version: str | None = None
-) -> None:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:  # only this package as an sdist: its build dependencies may come as wheels (a
-        # source-only numpy under --no-binary :all: is what failed cf-units' metadata step)
-        only = Requirement(wanted).name
-    except InvalidRequirement:
-        only = ":all:"
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", only]
-    if python_version:  # pip allows a target Python with --no-deps: Requires-Python is honoured
-        cmd += [
-            "--implementation",
-            "cp",
-            "--python-version",
-            requires_python_version(python_version),
-        ]
-    cmd += ["--dest", str(dest), wanted]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
-    if res.returncode != 0:
-        raise WheelDownloadError(f"no sdist for {wanted}:\n{_tail(res)}")
-
-
-def _pure_stub(host_wheel: Path, dest: Path) -> None:
-    """A py3-none-any wheel of the same name and version holding only host_wheel's metadata."""
-    name, version = host_wheel.name.split("-")[:2]
-    info = f"{name}-{version}.dist-info"
-    with zipfile.ZipFile(host_wheel) as src:
-        meta = next(n for n in src.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = src.read(meta)
-    wheel_meta = (
-        b"Wheel-Version: 1.0\nGenerator: deepswe\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    )
-    stub = dest / f"{name}-{version}-{STUB_MARK}-py3-none-any.whl"
-    with zipfile.ZipFile(stub, "w") as out:
-        out.writestr(f"{info}/METADATA", metadata)
-        out.writestr(f"{info}/WHEEL", wheel_meta)
-        out.writestr(f"{info}/RECORD", "")
-
-
-def _matching_requirement(name: str, requirements: list[str]) -> str | None:
-    norm = re.sub(r"[-_.]+", "-", name).lower()
-    for req in requirements:
-        head = re.split(r"[\s<>=!~;\[@]", req, maxsplit=1)[0]
-        if re.sub(r"[-_.]+", "-", head).lower() == norm:
-            return req
-    return None
-
-
-class _TempDir:
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self) -> Path:
-        shutil.rmtree(self.path, ignore_errors=True)
-        self.path.mkdir(parents=True)
-        return self.path
-
-    def __exit__(self, *exc) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _tail(res: subprocess.CompletedProcess, lines: int = 25) -> str:
-    return "\n".join((res.stdout + res.stderr).splitlines()[-lines:])
 
 
 def pip_install_command(requirements: Sequence[str], wheel_dir: str = "/wheels") -> str:
