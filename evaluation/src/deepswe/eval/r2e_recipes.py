@@ -15,22 +15,23 @@ the ones it restates:
 - the test command, `RepoAnalysisArgs.tests_cmd` (repo_analysis/repo_analysis_args.py), is the
   task's own (data/loaders/r2e_gym.py) and is not restated here.
 
-Pure data: nothing here reads a repository or builds anything (deepswe.eval.r2e_env does).
+Pure data (its types in r2e_recipe_types.py): nothing here reads a repository or builds
+anything (deepswe.eval.r2e_env does).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from deepswe.eval.r2e_recipe_types import (
+    INDEX_DATE,
+    Attempt,
+    MakefileRequirements,
+    Packages,
+    PipStep,
+    Recipe,
+    RequirementsFile,
+)
 
 R2E_GYM = "agentica-project/R2E-Gym@353348a"
-# The package index as R2E-Gym's builds saw it. The setup logs in the rows'
-# execution_result_content list what `uv pip install` resolved: setuptools 75.8.0 (uploaded
-# 2025-01-12, pillow rows), tzdata 2024.2 (2025.1 came 2025-01-20..25, pandas rows), pip 24.3.1
-# and certifi 2024.12.14 (pip 25.0 and certifi 2025.1.31 came later). Unpinned packages
-# resolved then, not at the row's commit date: an aiohttp row of 2014 got pytest 8.3.4 and
-# Cython 3.0.11, so the commit date would rebuild another environment (and Pythons that did not
-# exist then). $DEEPSWE_R2E_INDEX_DATE overrides.
-INDEX_DATE = "2025-01-20T00:00:00Z"
 # tornado's logs show setuptools 75.6.0 (before 75.8.0, 2025-01-12) with attrs 24.3.0
 # (2024-12-16): those images were built earlier.
 TORNADO_INDEX_DATE = "2025-01-01T00:00:00Z"
@@ -71,58 +72,6 @@ QT_RUNTIME = (
     "xvfb",
     "xauth",
 )
-
-
-@dataclass(frozen=True)
-class Packages:
-    """One `uv pip install [--upgrade] NAME...` line of an install script."""
-
-    names: tuple[str, ...]
-    upgrade: bool = False
-
-
-@dataclass(frozen=True)
-class RequirementsFile:
-    """One `uv pip install -r PATH` of the repository's own file, read at the row's base
-    commit (`optional`: the script runs it only `if [ -f PATH ]`)."""
-
-    path: str
-    optional: bool = False
-
-
-@dataclass(frozen=True)
-class MakefileRequirements:
-    """The requirement files that the `pip install` lines of these Makefile targets name, with
-    their `-c` constraints: what aiohttp's `make .develop` installs, read up front so the
-    image's offline pip finds them installed when make runs."""
-
-    targets: tuple[str, ...]
-
-
-PipStep = Packages | RequirementsFile | MakefileRequirements
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One `uv venv --python X.Y` branch of an install script: pip steps, then commands run in
-    /testbed (offline; `python` is the image's venv, which /testbed/.venv links to)."""
-
-    python: str
-    steps: tuple[PipStep, ...]
-    install: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How R2E-Gym builds one repository's images, restated."""
-
-    name: str  # R2E-Gym's repo_name
-    sources: tuple[str, ...]  # the R2E-Gym files restated (paths under src/r2egym/)
-    apt: tuple[str, ...]
-    attempts: tuple[Attempt, ...]
-    index_date: str = INDEX_DATE
-    needs_submodules: bool = False  # the Dockerfile runs `git submodule update --init`
-    differences: tuple[str, ...] = ()  # what ours does otherwise, and why
 
 
 def _src(repo: str, *extra: str) -> tuple[str, ...]:
