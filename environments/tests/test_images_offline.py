@@ -197,6 +197,30 @@ def test_an_interpreter_from_the_host_runs_the_task(tmp_path, monkeypatch):
     assert out == "3.8."
 
 
+@pytest.mark.docker
+def test_a_venv_in_the_repository_is_r2e_gyms_layout_and_stays_out_of_the_patch(tmp_path):
+    """R2E-Gym's images keep the venv at /testbed/.venv, a directory: `grep -r` over /testbed
+    finds the installed packages' sources, and tracebacks name /testbed/.venv. Git ignores it."""
+    repo = _repo(tmp_path, "venv", {"mod.py": "X = 1\n"})
+    spec = EnvironmentSpec(source="", pip=["iniconfig"], venv_in_testbed=True)
+    task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+    out = _run(
+        task,
+        "python -c 'import sys, iniconfig; print(sys.prefix, iniconfig.__file__)'"
+        " && test -d /testbed/.venv && test ! -L /testbed/.venv && readlink /opt/venv"
+        " && grep -rl --include='*.py' 'class IniConfig' /testbed | head -1"
+        " && head -1 \"$(which pip)\" && git status --porcelain | wc -l",
+    ).splitlines()
+    site = "/testbed/.venv/lib/python3.11/site-packages"
+    assert out == [
+        f"/testbed/.venv {site}/iniconfig/__init__.py",
+        "/testbed/.venv",
+        f"{site}/iniconfig/__init__.py",
+        "#!/testbed/.venv/bin/python3",
+        "0",
+    ]
+
+
 def _commit_at(repo: Path, date: str, files: dict[str, bytes], monkeypatch) -> str:
     monkeypatch.setenv("GIT_AUTHOR_DATE", date)
     monkeypatch.setenv("GIT_COMMITTER_DATE", date)

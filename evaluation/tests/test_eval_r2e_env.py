@@ -13,7 +13,6 @@ from deepswe.data.loaders.r2e_gym import R2E_REPO_OWNERS, load_r2e_gym, r2e_test
 from deepswe.data.toy import commit_repo, git
 from deepswe.eval.r2e_env import (
     TOOLS,
-    VENV_LINK,
     R2EEnvError,
     R2EUnsupported,
     attempt_for,
@@ -96,7 +95,7 @@ def test_pillow_row_maps_to_debians_python_with_its_install(tmp_path, monkeypatc
         ["--upgrade", *first],  # into uv's empty venv: what it names comes out newest
         [*first, "chardet"],  # setup_env's `uv pip install chardet`, fitted to what is there
     ]
-    assert spec.install[0] == VENV_LINK and "pip install -e . --no-build-isolation" in spec.install
+    assert spec.venv_in_testbed and "pip install -e . --no-build-isolation" in spec.install
     assert spec.index_date == "2025-01-20T00:00:00Z"
     assert task.test_spec == row.test_spec  # R2E-Gym's tests_cmd, untouched
 

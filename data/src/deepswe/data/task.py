@@ -82,6 +82,10 @@ class EnvironmentSpec(_Frozen):
     """The test command re-installs the project after the patch (swebench's eval scripts): what
     the gold and test patches add to the project's declared requirements joins `grading_pip`,
     found on the host from `source` when the task is first graded."""
+    venv_in_testbed: bool = False
+    """The venv is the directory /testbed/.venv, as in R2E-Gym's images (`grep -r /testbed` walks
+    its site-packages, tracebacks name /testbed/.venv), with /opt/venv a link to it and `/.venv`
+    in the repository's .git/info/exclude. False: /opt/venv, outside the repository."""
     test_cmd: str = "python -m pytest -rA"
     log_parser: str = "pytest"
 

@@ -20,7 +20,8 @@ restates); this module maps one onto our stack:
 | a later `uv pip install X` keeps what is   | X's pip call repeats the earlier steps' requirements:  |
 | installed and fits X to it                 | pip resolves X with them, as uv does                   |
 | setup_env: `uv pip install chardet`        | a last pip step (no network in a sandbox)              |
-| /testbed/.venv                             | /testbed/.venv -> /opt/venv, in .git/info/exclude      |
+| /testbed/.venv                             | /testbed/.venv, /opt/venv a link to it, `/.venv` in    |
+|                                            | .git/info/exclude (EnvironmentSpec.venv_in_testbed)    |
 | run_tests.sh, /r2e_tests in the image      | never in the image: the grader writes the hidden tests |
 |                                            | to /root/r2e_tests at grading (deepswe.env.r2e_layout) |
 
@@ -59,7 +60,6 @@ INDEX_DATE_VAR = "DEEPSWE_R2E_INDEX_DATE"
 SETUP_PYTHON = "r2e_setup_python"  # Task.metadata: the X.Y R2E-Gym's install ended up with
 SETUP_RELEASE = "r2e_setup_python_release"  # Task.metadata: its X.Y.Z (uv's CPython)
 DEBIAN_RELEASES = {"3.9": "3.9.2", "3.11": "3.11.2"}  # bullseye's and bookworm's python3
-VENV_LINK = "ln -sfn /opt/venv .venv && mkdir -p .git/info && echo /.venv >> .git/info/exclude"
 # Submodules no build needs (documentation themes); any other one must be in the clone.
 DOC_PATHS = ("doc/", "docs/")
 # The venv's pip (Debian's 20.3 on bullseye) upgraded to the index date's before anything else.
@@ -231,7 +231,8 @@ def environment_for(
         apt=sorted(apt),
         pip=steps[0],
         pip_after=steps[1:],
-        install=[VENV_LINK, *attempt.install],
+        install=list(attempt.install),
+        venv_in_testbed=True,
         index_date=index_date(recipe),
         test_cmd=task.test_spec.command,
         log_parser=task.test_spec.log_parser,

@@ -34,7 +34,7 @@ from pathlib import Path
 import docker.errors
 
 from deepswe.data.task import EnvironmentSpec, Task
-from deepswe.env.images.base import ImageBuildError, ensure_base_image
+from deepswe.env.images.base import IMAGE_ENV, VENV, ImageBuildError, ensure_base_image
 from deepswe.env.images.files import IMAGE_FOLDER as FILES_FOLDER
 from deepswe.env.images.files import fetch_file
 from deepswe.env.images.history import (
@@ -68,6 +68,20 @@ COMPILER = "build-essential"
 # asks an index: it finds everything in the image's wheelhouses.
 OFFLINE_ENV = ["ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheels"]
 TASK_FIND_LINKS = 'PIP_FIND_LINKS="/wheels /wheels-task"'
+TESTBED_VENV = "/testbed/.venv"  # EnvironmentSpec.venv_in_testbed: R2E-Gym's layout
+
+
+def _testbed_venv_lines() -> list[str]:
+    """Dockerfile lines that re-create the image's venv as /testbed/.venv, on the interpreter
+    /opt/venv was made from, and leave /opt/venv a link to it. The venv is made there, not
+    moved: its scripts' shebangs and sys.prefix name /testbed/.venv, as in R2E-Gym's images."""
+    path = IMAGE_ENV["PATH"].replace(f"{VENV}/bin", f"{TESTBED_VENV}/bin")
+    return [
+        f"RUN home=$(sed -n 's/^home *= *//p' {VENV}/pyvenv.cfg)"
+        f' && mkdir -p /testbed && "$home/python3" -m venv {TESTBED_VENV}'
+        f" && rm -rf {VENV} && ln -s {TESTBED_VENV} {VENV}",
+        f"ENV VIRTUAL_ENV={TESTBED_VENV} PATH={path}",
+    ]
 
 
 def _hash(*parts: object) -> str:
@@ -88,6 +102,8 @@ def env_image_tag(spec: EnvironmentSpec) -> str:
     parts = [RECIPE_VERSION, sorted(spec.pip), spec.pip_after, spec.python, base]
     if spec.python:  # images with a host interpreter: their own recipe revision
         parts.append(HOST_PYTHON_LAYOUT)
+    if spec.venv_in_testbed:  # tags of the other specs stay what they were
+        parts.append(TESTBED_VENV)
     return f"deepswe/env:{_hash(*parts)}"
 
 
@@ -199,6 +215,8 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
             wheels.add(step)  # each step's own closure: conflicting pins across steps coexist
         shutil.copy(Path(__file__).with_name("venv_everywhere.py"), ctx / "venv_everywhere.py")
         lines = [f"FROM {base}", *OFFLINE_ENV, *_interpreter_lines(spec, ctx)]
+        if spec.venv_in_testbed:
+            lines += _testbed_venv_lines()
         lines += ["COPY venv_everywhere.py /tmp/", "RUN python /tmp/venv_everywhere.py"]
         lines += ["COPY wheels /wheels"]
         lines += [
@@ -288,6 +306,8 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         # or the first `git commit -a` / `add` re-writes every blob, and git "freshens" (utimes)
         # the packs holding them: the whole history pack copied up into this layer.
         lines += ["COPY testbed /testbed", "WORKDIR /testbed"]
+        if spec.venv_in_testbed:  # never in a snapshot or a patch (deepswe.env.workspace)
+            lines += ["RUN mkdir -p .git/info && echo /.venv >> .git/info/exclude"]
         # An index written in the same second as a file's mtime leaves that entry "racily clean"
         # (git smudges it and re-hashes it, writing, at every command): files made just before
         # the build (a repository made by a test, a fresh clone) wait out that second first.
