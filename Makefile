@@ -90,6 +90,15 @@ else
 	@echo "make data: training tasks in $(R2E_TASKS)"
 	$(BIN)/deepswe-eval images --dataset $(R2E_TASKS) $(if $(REPO_MIRROR),--repo-mirror $(REPO_MIRROR))
 endif
+	@test -f $(dir $(TRAIN_TASKS))health.json && echo "make data: $(dir $(TRAIN_TASKS))health.json says which tasks training leaves out" \
+	  || echo "make data: no health manifest beside $(TRAIN_TASKS): training keeps every task; make health PROFILE=$(PROFILE) measures one"
+
+# The training tasks' health (deepswe-eval health): gold 3 times, the empty patch, a need for the
+# network, per task. health.json lands beside the task file, where training reads it (data.health).
+TRAIN_TASKS = $(if $(filter tiny,$(PROFILE)),runs/data/swe-toy/train.jsonl,$(R2E_TASKS))
+health: setup data  ## measure the training tasks' health into health.json beside them; training leaves the unhealthy out (resumable)
+	$(BIN)/deepswe-eval health --config configs/$(PROFILE).yaml --dataset $(TRAIN_TASKS) --out $(dir $(TRAIN_TASKS)) \
+	  $(if $(REPO_MIRROR),--repo-mirror $(REPO_MIRROR))
 
 data-synth: $(INSTALLED)  ## regenerate data/swe-mini/tasks.jsonl from the seed (tiny only; resumable)
 	$(call tiny_only,the deepswe-32b profile uses R2E-Gym and SWE-Bench-Verified as published)

@@ -147,3 +147,16 @@ def test_make_reproduce_times_setup_then_runs_the_pipeline_on_the_profile():
     assert "--setup-seconds" in cmd
     (fresh,) = _reproduce_lines("FRESH=1", "PROFILE=deepswe-32b")
     assert "--fresh" in fresh and fresh[fresh.index("--config") + 1] == "configs/deepswe-32b.yaml"
+
+
+@pytest.mark.parametrize("profile", ["tiny", "deepswe-32b"])
+def test_make_health_measures_the_training_tasks_where_training_reads_the_manifest(profile):
+    """Training reads health.json beside data.path (deepswe.train.sources.spine.health_manifest):
+    `make health` measures that file's tasks and writes its manifest there."""
+    import yaml
+
+    (cmd,) = [c for c in _commands("health", f"PROFILE={profile}") if c[1] == "health"]
+    path = yaml.safe_load((ROOT / "configs" / f"{profile}.yaml").read_text())["data"]["path"]
+    assert cmd[cmd.index("--dataset") + 1] == path
+    assert Path(cmd[cmd.index("--out") + 1]) == Path(path).parent
+    assert cmd[cmd.index("--config") + 1] == f"configs/{profile}.yaml"
