@@ -79,10 +79,13 @@ def wheel_gap(
     from deepswe.env.images import WheelDownloadError, download_wheels, manylinux_platforms
 
     platforms = manylinux_platforms(python, suite=suite)
+    native = suite is not None  # a host CPython: the one the image runs (images/task.py)
     with tempfile.TemporaryDirectory(prefix="deepswe-probe-") as tmp:
         for step in steps:
             try:
-                download_wheels(list(step), Path(tmp), python, platforms, before=before)
+                download_wheels(
+                    list(step), Path(tmp), python, platforms, before=before, native=native
+                )
             except WheelDownloadError as exc:
                 if "would need a compiler" in str(exc):
                     return str(exc).split(" has no wheel", 1)[0].split()[-1]

@@ -95,7 +95,10 @@ def grading_wheel_files(spec: EnvironmentSpec, requirements: list[str], dest: Pa
 
     python = target_python(spec)
     platforms = manylinux_platforms(python, suite=spec.base if spec.python else None)
-    return download_wheels(requirements, dest, python, platforms, before=spec.index_date)
+    native = spec.python is not None
+    return download_wheels(
+        requirements, dest, python, platforms, before=spec.index_date, native=native
+    )
 
 
 def put_grading_wheels(task: Task, sandbox) -> int:

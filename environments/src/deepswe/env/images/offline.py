@@ -88,9 +88,10 @@ class Wheelhouse:
         platforms: list[str],
         sources: bool,
         before: str | None = None,
+        native: bool = False,
     ):
         self.folder, self.python, self.platforms, self.sources = folder, python, platforms, sources
-        self.before = before
+        self.before, self.native = before, native
         self.learned_file = cache_root() / "learned" / f"{key}.json"
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -154,7 +155,13 @@ class Wheelhouse:
             return
         try:
             download_wheels(
-                requirements, self.folder, self.python, self.platforms, self.sources, self.before
+                requirements,
+                self.folder,
+                self.python,
+                self.platforms,
+                self.sources,
+                self.before,
+                self.native,
             )
         except WheelDownloadError as exc:
             raise ImageBuildError(f"wheels for {requirements}: {exc}") from exc

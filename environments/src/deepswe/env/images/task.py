@@ -166,7 +166,9 @@ def _wheelhouse(spec: EnvironmentSpec, folder: Path, key: str) -> Wheelhouse:
     suite = spec.base if spec.python else None  # a host interpreter runs on the suite's glibc
     python = target_python(spec)
     platforms = manylinux_platforms(python, suite=suite)
-    return Wheelhouse(folder, key, python, platforms, COMPILER in spec.apt, before=spec.index_date)
+    sources = COMPILER in spec.apt
+    native = spec.python is not None  # the image runs the host's CPython: it builds sdists
+    return Wheelhouse(folder, key, python, platforms, sources, spec.index_date, native)
 
 
 def _interpreter_lines(spec: EnvironmentSpec, ctx: Path) -> list[str]:

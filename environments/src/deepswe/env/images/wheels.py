@@ -13,7 +13,8 @@ then the sdist itself goes in, and pip builds it inside the image for the image'
 
 Resolution runs under an interpreter of the target's version when the host has one
 (`pip_runner.py`); otherwise under the host's, and what markers dropped is added afterwards
-(`_unmet_for_target`).
+(`_unmet_for_target`). When the image runs the host's own CPython, an sdist is built by that
+interpreter with the build tools of its time instead (`sdist_native.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -83,6 +85,7 @@ def download_wheels(
     platforms: Sequence[str] | None = None,
     sources: bool = False,
     before: str | None = None,
+    native: bool = False,
 ) -> list[Path]:
     """Put wheels for `requirements` and all their dependencies into `dest`; return them.
 
@@ -90,24 +93,41 @@ def download_wheels(
     default manylinux_platforms(python_version) for this host's architecture. sources: a
     package with no wheel for the target and no pure-Python build goes in as its sdist (the
     image must have a compiler). before: resolve from the index as it stood then (ISO 8601,
-    pip's --uploaded-prior-to). Results are cached under $DEEPSWE_CACHE/wheels/<hash of the
-    inputs>; a cache hit runs no pip.
+    pip's --uploaded-prior-to). native: the image runs the host's CPython of python_version
+    (hostpython.py), so an sdist is built by that interpreter, with the build tools of its time
+    (sdist_native.py). Results are cached under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a
+    cache hit runs no pip.
     """
     platforms = list(platforms or manylinux_platforms(python_version))
+    if native:  # what the image's interpreter builds here is tagged linux_<arch> (PyPI has none)
+        platforms.append(f"linux_{platform.machine()}")
     target = requires_python_version(python_version)  # in the key: older entries checked X.Y.0
-    key = json.dumps([sorted(requirements), target, platforms, sources, before]).encode()
+    parts = [sorted(requirements), target, platforms, sources, before]
+    key = json.dumps(parts + ([native] if native else [])).encode()  # older keys stay
     cached = cache_root() / "wheels" / hashlib.sha256(key).hexdigest()[:16]
     cached.parent.mkdir(parents=True, exist_ok=True)
     with (cached.parent / f"{cached.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two processes filling one cache entry would race
         if not (cached / ".complete").exists():
-            _fill(cached, list(requirements), python_version, platforms, sources, _pip_env(before))
+            interpreter = _native_interpreter(python_version) if native else None
+            env = _pip_env(before)
+            _fill(cached, list(requirements), python_version, platforms, sources, env, interpreter)
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for dist in sorted([*cached.glob("*.whl"), *cached.glob("*.tar.gz"), *cached.glob("*.zip")]):
         shutil.copy2(dist, dest / dist.name)
         out.append(dest / dist.name)
     return out
+
+
+def _native_interpreter(python_version: str) -> str | None:
+    """The host CPython the image runs, or None when there is none here."""
+    from deepswe.env.images.hostpython import NoHostPython, host_python
+
+    try:
+        return str(host_python(python_version) / "bin" / "python3")
+    except NoHostPython:
+        return None
 
 
 def _pip_env(before: str | None) -> dict[str, str] | None:
@@ -131,6 +151,7 @@ def _fill(
     platforms: list[str],
     sources: bool,
     env: dict[str, str] | None,
+    native: str | None = None,
 ):
     staging = cached.with_name(cached.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -157,7 +178,17 @@ def _fill(
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
         name, wanted = missing
-        build_pure_wheel(name, requirements, staging, sources, name + wanted, env, python_version)
+        build_pure_wheel(
+            name,
+            requirements,
+            staging,
+            sources,
+            name + wanted,
+            env,
+            python_version,
+            native=native,
+            platforms=platforms,
+        )
         built.add(name.lower())
     for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
         stub.unlink()
