@@ -215,6 +215,8 @@ def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
         "empty: resolved: the tests pass with the bug in place"
     ]
     assert "| calc__network-1 |" in (out / "health.md").read_text()
+    # the images were built by this run: their size and build time are in the manifest
+    assert all(r["image_mb"] > 0 and r["build_s"] > 0 for r in rows.values()), rows
     # training: a health.json beside the task file is read by default
     (tmp_path / "health.json").write_text((out / "health.json").read_text())
     data = SimpleNamespace(health=None, path=str(path), include_unhealthy=False)

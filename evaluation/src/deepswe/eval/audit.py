@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
@@ -77,6 +77,14 @@ class TaskAudit(BaseModel):
     attacks: dict[str, str | None]
     image: str | None = Field(None, description="the task's image tag (or its given image)")
     image_id: str | None = Field(None, description="the engine's id of that image, when known")
+    image_mb: float | None = Field(
+        None, description="that image's size as the engine reports it (shared layers included)"
+    )
+    build_s: float | None = Field(
+        None,
+        description="seconds this machine took to build the image, shared layers it built first "
+        "included (deepswe.env.images.build_record); None: built elsewhere or not recorded",
+    )
     healthy: bool
     reasons: list[str] = Field(default_factory=list)
 
@@ -142,22 +150,33 @@ def _outcome(records: list[EpisodeRecord], need_all: bool) -> str | None:
     return next(w for w in words if w != Outcome.RESOLVED.value)
 
 
-def _image(task: Task, backend: str) -> tuple[str | None, str | None]:
-    """The task's image tag and the engine's id for it (None where unknown); builds nothing."""
+class _ImageFacts(NamedTuple):
+    tag: str | None
+    id: str | None = None
+    mb: float | None = None
+    build_s: float | None = None
+
+
+def _image(task: Task, backend: str) -> _ImageFacts:
+    """The task's image tag, the engine's id and size for it and its recorded build time (None
+    where unknown); builds nothing."""
     try:
+        from deepswe.env.images.build_record import build_seconds
         from deepswe.env.images.task import task_image_tag
 
         tag = task.image if task.environment is None else task_image_tag(task)
     except Exception:  # an odd spec: the audit still stands without the image named
-        return task.image, None
+        return _ImageFacts(task.image)
+    build_s = build_seconds(tag) if tag else None
     if backend != "docker" or tag is None:
-        return tag, None
+        return _ImageFacts(tag, build_s=build_s)
     try:
         from deepswe.env.sandbox.docker import client
 
-        return tag, client().images.get(tag).id
+        image = client().images.get(tag)
     except Exception:  # no engine here, or the image is gone: the tag is what we know
-        return tag, None
+        return _ImageFacts(tag, build_s=build_s)
+    return _ImageFacts(tag, image.id, round(image.attrs.get("Size", 0) / 1e6, 1), build_s)
 
 
 def audit_tasks(
@@ -237,11 +256,12 @@ def build_manifest(
             if word == Outcome.RESOLVED.value:
                 holes.setdefault(n, []).append(t.instance_id)
                 reasons.append(f"HOLE: attack {n} resolved it")
-        image, image_id = _image(t, cfg.sandbox_backend)
+        image = _image(t, cfg.sandbox_backend)
         healthy = gold == Outcome.RESOLVED.value and empty != Outcome.RESOLVED.value
         rows[t.instance_id] = TaskAudit(
             gold=gold, empty=empty, gold_runs=runs, flaky=flaky, network=network, attacks=row,
-            image=image, image_id=image_id, healthy=healthy and not network, reasons=reasons,
+            image=image.tag, image_id=image.id, image_mb=image.mb, build_s=image.build_s,
+            healthy=healthy and not network, reasons=reasons,
         )  # fmt: skip
     unhealthy = [i for i, r in rows.items() if not r.healthy]
     summary = AuditSummary(
@@ -295,11 +315,15 @@ def health_markdown(m: AuditManifest) -> str:
     lines = [f"# Health of {m.dataset}", "",
              f"harness {m.harness_version}; tasks sha256 {(m.dataset_sha256 or '?')[:16]}; "
              f"{s.tasks} tasks, {s.healthy} healthy; gold and empty run {m.rounds} time(s).", "",
-             "| task | gold runs | empty | healthy | reason |", "|---|---|---|---|---|"]  # fmt: skip
+             "| task | gold runs | empty | healthy | reason | image MB | build s |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for i, r in sorted(m.tasks.items(), key=lambda kv: (kv[1].healthy, kv[0])):
         runs = ", ".join(map(str, r.gold_runs)) or str(r.gold)
         why = "; ".join(r.reasons).replace("|", "\\|")
-        lines.append(f"| {i} | {runs} | {r.empty} | {'yes' if r.healthy else 'NO'} | {why} |")
+        size = "-" if r.image_mb is None else f"{r.image_mb:.0f}"
+        took = "-" if r.build_s is None else f"{r.build_s:.0f}"
+        ok = "yes" if r.healthy else "NO"
+        lines.append(f"| {i} | {runs} | {r.empty} | {ok} | {why} | {size} | {took} |")
     if s.undecided:
         lines += ["", "Still infra_error (run the same command again to retry):"]
         lines += [f"- {f}: {', '.join(ids)}" for f, ids in s.undecided.items()]

@@ -28,6 +28,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,6 +36,7 @@ import docker.errors
 
 from deepswe.data.task import EnvironmentSpec, Task
 from deepswe.env.images.base import IMAGE_ENV, VENV, ImageBuildError, ensure_base_image
+from deepswe.env.images.build_record import record_build
 from deepswe.env.images.files import IMAGE_FOLDER as FILES_FOLDER
 from deepswe.env.images.files import fetch_file
 from deepswe.env.images.history import (
@@ -289,6 +291,7 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
     tag = task_image_tag(task)
     if image_exists(tag):
         return tag
+    started = time.monotonic()
     env = ensure_env_image(spec, log)
     log(f"building {tag} for {task.instance_id}")
     with tempfile.TemporaryDirectory(prefix="deepswe-task-") as tmp:
@@ -327,6 +330,7 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
             labels["deepswe.history_cut"] = cut
         dockerfile = "\n".join(lines) + "\n"
         build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
+    record_build(tag, time.monotonic() - started)
     return tag
 
 
