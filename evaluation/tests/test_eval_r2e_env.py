@@ -5,6 +5,7 @@ the --repo-mirror clones. Nothing is built here: bench/r2e_gym.py builds real ro
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -213,16 +214,27 @@ def test_pip_steps_skip_an_absent_optional_file_and_refuse_an_absent_one(tmp_pat
         pip_steps(missing, repo, head)
 
 
-def test_a_row_needing_submodules_a_clone_lacks_is_unsupported(tmp_path, host_pythons):
+def test_a_row_needing_submodules_takes_them_from_the_mirror_else_is_unsupported(
+    tmp_path, host_pythons
+):
     row = _tasks()["orange3_2d9617bd"]
+    url = "https://github.com/example/svml.git"
     gitmodules = (
         '[submodule "doc/theme"]\n\tpath = doc/theme\n\turl = https://example.org/t.git\n'
-        '[submodule "svml"]\n\tpath = Orange/svml\n\turl = https://example.org/svml.git\n'
+        f'[submodule "svml"]\n\tpath = Orange/svml\n\turl = {url}\n'
     )
     files = {".gitmodules": gitmodules, "requirements-core.txt": "", "requirements-gui.txt": "",
              "requirements-sql.txt": ""}  # fmt: skip
     mirror, row = _mirror_for(tmp_path, row, files)
-    with pytest.raises(R2EUnsupported, match=r"submodules \(Orange/svml\)"):
+    repo = mirror / row.repo.replace("/", "__")
+    svml = commit_repo(mirror / "example__svml", {"svml.c": "int x;\n"}, "svml")
+    for path, sha in (("Orange/svml", svml), ("doc/theme", "1" * 40)):  # gitlinks, as recorded
+        git(repo, "update-index", "--add", "--cacheinfo", f"160000,{sha},{path}")
+    git(repo, "commit", "-q", "-m", "submodules")
+    row = row.model_copy(update={"base_commit": git(repo, "rev-parse", "HEAD").strip()})
+    assert build_from_source(row, mirror).environment is not None  # the theme is not needed
+    shutil.rmtree(mirror / "example__svml")
+    with pytest.raises(R2EUnsupported, match=r"submodules no clone here holds: Orange/svml"):
         build_from_source(row, mirror)
 
 

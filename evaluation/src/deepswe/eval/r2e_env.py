@@ -37,6 +37,7 @@ import subprocess
 from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource
+from deepswe.env.images.submodules import missing as missing_submodules
 from deepswe.eval.r2e_recipes import (
     EPISODE_PACKAGES,
     Attempt,
@@ -48,7 +49,6 @@ from deepswe.eval.r2e_recipes import (
 )
 from deepswe.eval.r2e_requirements import (
     RequirementsError,
-    git_show,
     makefile_requirements,
     read_requirements,
 )
@@ -60,8 +60,6 @@ INDEX_DATE_VAR = "DEEPSWE_R2E_INDEX_DATE"
 SETUP_PYTHON = "r2e_setup_python"  # Task.metadata: the X.Y R2E-Gym's install ended up with
 SETUP_RELEASE = "r2e_setup_python_release"  # Task.metadata: its X.Y.Z (uv's CPython)
 DEBIAN_RELEASES = {"3.9": "3.9.2", "3.11": "3.11.2"}  # bullseye's and bookworm's python3
-# Submodules no build needs (documentation themes); any other one must be in the clone.
-DOC_PATHS = ("doc/", "docs/")
 # The venv's pip (Debian's 20.3 on bullseye) upgraded to the index date's before anything else.
 TOOLS = ("--upgrade", "pip")
 
@@ -187,13 +185,6 @@ def pip_steps(attempt: Attempt, repo_dir: Path, commit: str) -> list[list[str]]:
     return [list(TOOLS), *calls, [*earlier, *EPISODE_PACKAGES]]
 
 
-def missing_submodules(repo_dir: Path, commit: str) -> list[str]:
-    """Submodule paths at `commit` a build could need (not documentation)."""
-    text = git_show(repo_dir, commit, ".gitmodules") or ""
-    paths = [m.group(1) for m in re.finditer(r"^\s*path\s*=\s*(\S+)", text, re.M)]
-    return [p for p in paths if not p.startswith(DOC_PATHS)]
-
-
 def _check_commit(task: Task, repo_dir: Path) -> None:
     res = subprocess.run(
         [
@@ -255,11 +246,11 @@ def build_from_source(task: Task, mirror: Path | None) -> Task:
         raise R2EEnvError(f"{task.instance_id}: no clone of {task.repo} at {repo_dir}")
     _check_commit(task, repo_dir)
     if recipe.needs_submodules:
-        subs = missing_submodules(repo_dir, task.base_commit)
+        subs = missing_submodules(repo_dir, task.base_commit, repo_dir.absolute().parent)
         if subs:
             raise R2EUnsupported(
-                f"{task.instance_id}: R2E-Gym's build checks out submodules ({', '.join(subs)}) "
-                "that a clone does not hold and a build here cannot fetch"
+                f"{task.instance_id}: R2E-Gym's build checks out submodules no clone here "
+                f"holds: {'; '.join(subs)}"
             )
     env = environment_for(task, recipe, attempt, repo_dir)
     return task.model_copy(update={"environment": env, "image": None})
@@ -309,7 +300,6 @@ __all__ = [
     "environment_for",
     "interpreter_for",
     "mirror_path",
-    "missing_submodules",
     "needs_r2e_env",
     "pip_steps",
     "prepare",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource, TestSpec
 from deepswe.env.images.grading_wheels import GRADING_WHEELS
+from deepswe.env.images.submodules import missing as missing_submodules
 from deepswe.eval.swebench_conda import needs_left_out
 from deepswe.eval.swebench_downloads import UnservedDownload, build_downloads
 from deepswe.eval.swebench_install import (
@@ -114,6 +115,13 @@ def environment_for(
         built = build_downloads(task, repo_dir, mirror)
     except UnservedDownload as exc:
         raise UnsupportedEnv(f"{task.instance_id}: {exc}") from None
+    if repo_dir is not None:  # checked out from clones beside repo_dir (images/submodules.py)
+        lacking = missing_submodules(repo_dir, task.base_commit, repo_dir.absolute().parent)
+        if lacking:
+            raise UnsupportedEnv(
+                f"{task.instance_id}: its build checks out submodules no clone here holds: "
+                + "; ".join(lacking)
+            )
     apt = pre.apt + (conda.apt if conda else []) + built.apt
     steps = requirement_steps(task, specs, repo_dir)
     commit = task.environment_setup_commit or task.base_commit

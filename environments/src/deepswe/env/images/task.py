@@ -53,6 +53,7 @@ from deepswe.env.images.offline import (
     self_install_extras,
 )
 from deepswe.env.images.recipe import base_image_tag, python_version
+from deepswe.env.images.submodules import check_out as check_out_submodules
 from deepswe.env.images.wheels import manylinux_platforms, pip_install_command
 from deepswe.env.sandbox.docker import client
 
@@ -300,6 +301,9 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         cut = prepare_repository(spec.source, task.base_commit, ctx / "testbed")
         if cut:
             log(f"{task.instance_id}: {cut}")
+        if Path(spec.source).is_dir():  # submodules from clones beside the source's
+            for line in check_out_submodules(ctx / "testbed", Path(spec.source).absolute().parent):
+                log(f"{task.instance_id}: {line}")
         start = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
         # What one task of an environment had to learn, its siblings download up front.
         wheels = _wheelhouse(spec, ctx / "wheels", env.replace("/", "_").replace(":", "_"))
