@@ -209,7 +209,8 @@ def test_a_venv_in_the_repository_is_r2e_gyms_layout_and_stays_out_of_the_patch(
         "python -c 'import sys, iniconfig; print(sys.prefix, iniconfig.__file__)'"
         " && test -d /testbed/.venv && test ! -L /testbed/.venv && readlink /opt/venv"
         " && grep -rl --include='*.py' 'class IniConfig' /testbed | head -1"
-        " && head -1 \"$(which pip)\" && git status --porcelain | wc -l",
+        ' && head -1 "$(which pip)" && git status --porcelain | wc -l'
+        " && find /testbed/.venv -path '*iniconfig*' -name '*.pyc' | wc -l",
     ).splitlines()
     site = "/testbed/.venv/lib/python3.11/site-packages"
     assert out == [
@@ -218,6 +219,7 @@ def test_a_venv_in_the_repository_is_r2e_gyms_layout_and_stays_out_of_the_patch(
         f"{site}/iniconfig/__init__.py",
         "#!/testbed/.venv/bin/python3",
         "0",
+        "0",  # installed without bytecode, as uv installs
     ]
 
 

@@ -77,7 +77,9 @@ TESTBED_VENV = "/testbed/.venv"  # EnvironmentSpec.venv_in_testbed: R2E-Gym's la
 def _testbed_venv_lines() -> list[str]:
     """Dockerfile lines that re-create the image's venv as /testbed/.venv, on the interpreter
     /opt/venv was made from, and leave /opt/venv a link to it. The venv is made there, not
-    moved: its scripts' shebangs and sys.prefix name /testbed/.venv, as in R2E-Gym's images."""
+    moved: its scripts' shebangs and sys.prefix name /testbed/.venv, as in R2E-Gym's images.
+    Its pip steps then write no bytecode (`--no-compile`: uv's default, so `grep -r` finds no
+    .pyc there, as in R2E-Gym's)."""
     path = IMAGE_ENV["PATH"].replace(f"{VENV}/bin", f"{TESTBED_VENV}/bin")
     return [
         f"RUN home=$(sed -n 's/^home *= *//p' {VENV}/pyvenv.cfg)"
@@ -106,7 +108,7 @@ def env_image_tag(spec: EnvironmentSpec) -> str:
     if spec.python:  # images with a host interpreter: their own recipe revision
         parts.append(HOST_PYTHON_LAYOUT)
     if spec.venv_in_testbed:  # tags of the other specs stay what they were
-        parts.append(TESTBED_VENV)
+        parts.append([TESTBED_VENV, "no-compile"])
     return f"deepswe/env:{_hash(*parts)}"
 
 
@@ -225,7 +227,7 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
         lines += ["COPY venv_everywhere.py /tmp/", "RUN python /tmp/venv_everywhere.py"]
         lines += ["COPY wheels /wheels"]
         lines += [
-            f"RUN {pip_install_command(step, '/wheels')}"
+            f"RUN {pip_install_command(step, '/wheels', compile=not spec.venv_in_testbed)}"
             for step in [spec.pip, *spec.pip_after]
             if step
         ]

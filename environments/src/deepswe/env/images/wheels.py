@@ -319,11 +319,15 @@ def _pip_download(
     return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
 
 
-def pip_install_command(requirements: Sequence[str], wheel_dir: str = "/wheels") -> str:
+def pip_install_command(
+    requirements: Sequence[str], wheel_dir: str = "/wheels", compile: bool = True
+) -> str:
     """The shell command that installs `requirements` from wheel_dir inside a base image.
 
     `python` is /opt/venv's interpreter there (first on PATH), so no --break-system-packages
     is needed and `python -m pytest` later sees what this installed.
     """
     args = ["python", "-m", "pip", "install", "--no-index", "--find-links", wheel_dir]
+    if not compile:  # no .pyc written beside the installed sources (uv's default)
+        args.append("--no-compile")
     return shlex.join([*args, *requirements])
