@@ -37,7 +37,6 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -51,6 +50,11 @@ from deepswe.env.images.sdist_fallback import (
     requires_python_version,
     tail,
 )
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
