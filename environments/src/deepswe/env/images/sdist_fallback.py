@@ -42,26 +42,14 @@ def build_pure_wheel(
     wanted: str | None = None,
     env: dict[str, str] | None = None,
     python_version: str | None = None,
-    native: str | None = None,
-    platforms: list[str] | None = None,
 ) -> None:
     """Build the sdist of `name` (pinned as in requirements) into a wheel on the host and put it
     in dest; with `sources`, a package that is not pure Python goes in as its sdist instead.
-    `native`: the image's own interpreter, on the host: it builds the wheel (sdist_native.py).
 
     The sdist is chosen for the *target* Python (its Requires-Python), not the host's: the
     newest release of a package often dropped the target, and a stub carrying its metadata
     would make the resolver backtrack through everything else."""
     wanted = matching_requirement(name, requirements) or wanted or name
-    if native is not None and python_version is not None:  # the image's own interpreter
-        from deepswe.env.images.sdist_native import NativeBuildUnavailable, build_native_wheel
-
-        with TempDir(dest / f".native-{name}") as tmp:
-            try:
-                build_native_wheel(wanted, dest, native, python_version, platforms or [], tmp, env)
-                return
-            except NativeBuildUnavailable:
-                pass  # no such sdist on a JSON index: the host's pip tries as below
     with TempDir(dest / f".build-{name}") as tmp:
         src = tmp / "sdist"
         download_sdist(wanted, src, env, python_version)

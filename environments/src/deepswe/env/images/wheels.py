@@ -42,9 +42,11 @@ from deepswe.env.images.sdist_fallback import (
     TempDir,
     WheelDownloadError,
     build_pure_wheel,
+    matching_requirement,
     requires_python_version,
     tail,
 )
+from deepswe.env.images.sdist_native import NativeBuildUnavailable, build_native_wheel
 
 MAX_SDIST_FALLBACKS = 20
 # The name, and the version range pip wanted (a transitive pin such as astroid's
@@ -178,17 +180,12 @@ def _fill(
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
         name, wanted = missing
-        build_pure_wheel(
-            name,
-            requirements,
-            staging,
-            sources,
-            name + wanted,
-            env,
-            python_version,
-            native=native,
-            platforms=platforms,
-        )
+        if native is None or not _built_natively(
+            name, requirements, wanted, staging, native, python_version, platforms, env
+        ):
+            build_pure_wheel(
+                name, requirements, staging, sources, name + wanted, env, python_version
+            )
         built.add(name.lower())
     for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
         stub.unlink()
@@ -196,6 +193,27 @@ def _fill(
     (staging / ".complete").write_text("\n".join(names))
     shutil.rmtree(cached, ignore_errors=True)
     staging.rename(cached)
+
+
+def _built_natively(
+    name: str,
+    requirements: list[str],
+    wanted: str,
+    dest: Path,
+    python: str,
+    python_version: str,
+    platforms: list[str],
+    env: dict[str, str] | None,
+) -> bool:
+    """Build `name`'s sdist with the image's own interpreter (sdist_native.py) into `dest`;
+    False when that way cannot serve it (no JSON index listing, no such sdist)."""
+    pinned = matching_requirement(name, requirements) or name + wanted
+    with TempDir(dest / f".native-{name}") as tmp:
+        try:
+            build_native_wheel(pinned, dest, python, python_version, platforms, tmp, env)
+        except NativeBuildUnavailable:
+            return False
+    return True
 
 
 def _missing_dist(output: str) -> tuple[str, str] | None:
