@@ -111,7 +111,6 @@ def _host_python(version: str) -> str:
     found = sorted(Path(root).glob(f"{version}.*/bin/python3"))
     if not found:
         pytest.skip(f"no CPython {version} under {root}: set DEEPSWE_HOST_PYTHONS (hostpython.py)")
-    os.environ.setdefault("DEEPSWE_HOST_PYTHONS", root)
     return str(found[-1])
 
 
