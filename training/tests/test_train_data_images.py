@@ -26,16 +26,16 @@ def rows(monkeypatch):
 def test_training_stops_before_it_starts_naming_the_mirror(rows, tmp_path, capsys):
     """deepswe-train train's data check (the spine source's own planning)."""
     from deepswe.data.toy import write_tasks
-    from deepswe.train.cli import _data_problems
+    from deepswe.train.preflight import data_problems
     from deepswe.train.config import load_config
 
     path = write_tasks(rows, tmp_path / "rows.jsonl")
     cfg = load_config(CONFIGS / "deepswe-32b.yaml", [f"data.path={path}"])
-    problems = _data_problems(cfg)
+    problems = data_problems(cfg)
     assert len(problems) == 1 and "set data.repo_mirror" in problems[0]
     assert "images for 5 R2E-Gym rows" in capsys.readouterr().err
     missing = load_config(CONFIGS / "deepswe-32b.yaml", [f"data.path={tmp_path}/none.jsonl"])
-    assert "no such file (make data PROFILE=... writes it)" in _data_problems(missing)[0]
+    assert "no such file (make data PROFILE=... writes it)" in data_problems(missing)[0]
 
 
 def test_training_leaves_out_a_task_strict_rules_refuse(tmp_path, capsys):

@@ -16,15 +16,22 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from deepswe.data.task import Task
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.policies import PolicySpec
 from deepswe.eval.attacks import ATTACKS, script_sha256
+from deepswe.eval.audit_manifest import (
+    HEALTH_HOW,
+    HOW,
+    AttackInfo,
+    AuditManifest,
+    AuditSummary,
+    TaskAudit,
+)
 from deepswe.eval.card import make_card, open_run
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.network import network_sign
@@ -32,101 +39,6 @@ from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, atomic_write_json
 
 ATTACK_POLICY = "deepswe.eval.attacks:AttackPolicy"
-HOW = (
-    "Each task graded with its gold patch (gold), the empty patch (empty), and once per attack: "
-    "a scripted agent runs the attack's bash script in the sandbox (the bug left in place) and "
-    "submits the workspace diff. healthy: gold resolved in every run, empty in none, and no "
-    "line of gold's log showing its tests reached for the network (deepswe.eval.network); "
-    "flaky: gold's runs disagree. An attack outcome "
-    "'resolved' is a HOLE (reward 1 for a patch that fixes nothing); unresolved, tampered and "
-    "patch_apply_failed are the grader holding. infra_error decides nothing and is retried by "
-    "running the same command again. With several runs, gold counts as resolved only when "
-    "every run is; empty and attacks count as resolved when any run is."
-)
-
-HEALTH_HOW = (
-    "Each task graded with its gold patch (gold) and the empty patch (empty), each as many runs "
-    "as the manifest's rounds. healthy: gold resolved in every run, empty in none, and no line "
-    "of gold's log showing its tests reached for the network (deepswe.eval.network); flaky: "
-    "gold's runs disagree. infra_error decides nothing and is retried by running the same "
-    "command again."
-)
-
-
-class AttackInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    family: str
-    why: str
-
-
-class TaskAudit(BaseModel):
-    """One task's row: every outcome is an `Outcome` value, or `unsupported_env` / None."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    gold: str | None
-    empty: str | None
-    gold_runs: list[str | None] = Field(
-        default_factory=list, description="gold's outcome in each run, in run order"
-    )
-    flaky: bool = Field(False, description="gold's runs disagree")
-    network: str | None = Field(
-        None, description="the line of gold's log showing the tests need the network"
-    )
-    attacks: dict[str, str | None]
-    image: str | None = Field(None, description="the task's image tag (or its given image)")
-    image_id: str | None = Field(None, description="the engine's id of that image, when known")
-    image_mb: float | None = Field(
-        None, description="that image's size as the engine reports it (shared layers included)"
-    )
-    build_s: float | None = Field(
-        None,
-        description="seconds this machine took to build the image, shared layers it built first "
-        "included (deepswe.env.images.build_record); None: built elsewhere or not recorded",
-    )
-    healthy: bool
-    reasons: list[str] = Field(default_factory=list)
-
-
-class AuditSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    tasks: int
-    healthy: int
-    unhealthy: list[str] = Field(description="instance ids whose gold/empty baselines failed")
-    holes: dict[str, list[str]] = Field(description="attack -> instance ids it resolved")
-    undecided: dict[str, list[str]] = Field(
-        description="folder (gold, empty, attack-<name>) -> instance ids still infra_error"
-    )
-    outcomes: dict[str, dict[str, int]] = Field(description="attack -> outcome -> tasks")
-    gate_decided: dict[str, int] = Field(
-        default_factory=dict,
-        description="attack -> tasks whose verdict the static gate's tier 1 decided (the tests "
-        "passed, so the runtime defences alone would have paid reward 1 there)",
-    )
-
-
-class AuditManifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    version: Literal[1, 2] = 2
-    kind: Literal["audit", "health"] = "audit"
-    dataset: str
-    dataset_sha256: str | None = Field(
-        None, description="the tasks' identity: sha256 of their JSON, sorted by instance id"
-    )
-    rounds: int = Field(1, description="runs of gold and empty per task")
-    harness_version: str = Field(description="the run card's code_version (git describe)")
-    attacks: dict[str, AttackInfo]
-    tasks: dict[str, TaskAudit]
-    summary: AuditSummary
-    how: str = HOW
-
-    @property
-    def ok(self) -> bool:
-        s = self.summary
-        return not s.holes and not s.unhealthy and not s.undecided
 
 
 def _folders(attacks: list[str]) -> dict[str, PolicySpec]:
@@ -259,23 +171,41 @@ def build_manifest(
         image = _image(t, cfg.sandbox_backend)
         healthy = gold == Outcome.RESOLVED.value and empty != Outcome.RESOLVED.value
         rows[t.instance_id] = TaskAudit(
-            gold=gold, empty=empty, gold_runs=runs, flaky=flaky, network=network, attacks=row,
-            image=image.tag, image_id=image.id, image_mb=image.mb, build_s=image.build_s,
-            healthy=healthy and not network, reasons=reasons,
-        )  # fmt: skip
+            gold=gold,
+            empty=empty,
+            gold_runs=runs,
+            flaky=flaky,
+            network=network,
+            attacks=row,
+            image=image.tag,
+            image_id=image.id,
+            image_mb=image.mb,
+            build_s=image.build_s,
+            healthy=healthy and not network,
+            reasons=reasons,
+        )
     unhealthy = [i for i, r in rows.items() if not r.healthy]
     summary = AuditSummary(
-        tasks=len(rows), healthy=len(rows) - len(unhealthy), unhealthy=unhealthy, holes=holes,
-        undecided=undecided, outcomes={n: dict(c) for n, c in outcomes.items()},
+        tasks=len(rows),
+        healthy=len(rows) - len(unhealthy),
+        unhealthy=unhealthy,
+        holes=holes,
+        undecided=undecided,
+        outcomes={n: dict(c) for n, c in outcomes.items()},
         gate_decided={n: gate[n] for n in names},
-    )  # fmt: skip
+    )
     attacks = {n: AttackInfo(family=ATTACKS[n].family, why=ATTACKS[n].why) for n in names}
     return AuditManifest(
-        kind="audit" if names else "health", dataset=cfg.dataset,
-        dataset_sha256=dataset_sha256(tasks), rounds=cfg.baseline_runs,
-        harness_version=version or "unknown", attacks=attacks, tasks=rows, summary=summary,
+        kind="audit" if names else "health",
+        dataset=cfg.dataset,
+        dataset_sha256=dataset_sha256(tasks),
+        rounds=cfg.baseline_runs,
+        harness_version=version or "unknown",
+        attacks=attacks,
+        tasks=rows,
+        summary=summary,
         how=HOW if names else HEALTH_HOW,
-    )  # fmt: skip
+    )
 
 
 def dataset_sha256(tasks: list[Task]) -> str:
@@ -312,11 +242,15 @@ COLUMNS = [o.value for o in Outcome] + ["unsupported_env", "None"]
 def health_markdown(m: AuditManifest) -> str:
     """One row per task: gold's runs, empty, the network sign, healthy or the reason."""
     s = m.summary
-    lines = [f"# Health of {m.dataset}", "",
-             f"harness {m.harness_version}; tasks sha256 {(m.dataset_sha256 or '?')[:16]}; "
-             f"{s.tasks} tasks, {s.healthy} healthy; gold and empty run {m.rounds} time(s).", "",
-             "| task | gold runs | empty | healthy | reason | image MB | build s |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# Health of {m.dataset}",
+        "",
+        f"harness {m.harness_version}; tasks sha256 {(m.dataset_sha256 or '?')[:16]}; "
+        f"{s.tasks} tasks, {s.healthy} healthy; gold and empty run {m.rounds} time(s).",
+        "",
+        "| task | gold runs | empty | healthy | reason | image MB | build s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for i, r in sorted(m.tasks.items(), key=lambda kv: (kv[1].healthy, kv[0])):
         runs = ", ".join(map(str, r.gold_runs)) or str(r.gold)
         why = "; ".join(r.reasons).replace("|", "\\|")
@@ -338,8 +272,13 @@ def markdown(m: AuditManifest) -> str:
     s = m.summary
     used = [c for c in COLUMNS if c == "resolved" or any(c in d for d in s.outcomes.values())]
     head = "| attack | family | " + " | ".join(used) + " | decided by the static gate |"
-    lines = [f"# Audit of {m.dataset}", "", f"harness {m.harness_version}; {s.tasks} tasks, "
-             f"{s.healthy} healthy (gold resolved, empty not).", ""]  # fmt: skip
+    lines = [
+        f"# Audit of {m.dataset}",
+        "",
+        f"harness {m.harness_version}; {s.tasks} tasks, "
+        f"{s.healthy} healthy (gold resolved, empty not).",
+        "",
+    ]
     if s.holes:
         lines.append(f"**HOLES: {len(s.holes)} attack(s) resolved tasks with the bug in place:**")
         lines += [f"- **{n}** ({m.attacks[n].why}): {', '.join(ids)}" for n, ids in s.holes.items()]

@@ -19,13 +19,12 @@ its stages are the Makefile's targets with BASE_URL/JUDGE_URL (README, "deepswe-
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 from deepswe.reproduce.pipeline import Context, Stage, StageFailed, StageResult
+from deepswe.reproduce.preflight import cluster_preflight, preflight
 
 
 def _rel(p: Path) -> str:
@@ -33,69 +32,6 @@ def _rel(p: Path) -> str:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(p)
-
-
-# --- preflight ---------------------------------------------------------------------------------
-def _free_gb(path: Path) -> float:
-    path = Path(path)
-    while not path.exists():
-        path = path.parent
-    return shutil.disk_usage(path).free / 2**30
-
-
-def preflight_problems(ctx: Context) -> tuple[list[str], dict]:
-    """Everything missing before hours of work, each with what to do; and what was found."""
-    problems, found = [], {"cores": os.cpu_count()}
-    try:
-        with open("/proc/meminfo") as fh:
-            kb = int(next(ln for ln in fh if ln.startswith("MemTotal")).split()[1])
-        found["memory_gb"] = round(kb / 2**20, 1)
-    except (OSError, StopIteration, ValueError):
-        pass
-    if shutil.which("git") is None:
-        problems.append("git: not on PATH (apt-get install git)")
-    try:
-        r = subprocess.run(["docker", "info", "-f", "{{.ServerVersion}} {{.DockerRootDir}}"],
-                           capture_output=True, text=True, timeout=30)  # fmt: skip
-        if r.returncode != 0:
-            raise OSError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "no answer")
-        version, root = r.stdout.split()
-        found["docker"] = version
-        free = _free_gb(Path(root))
-        found["docker_free_gb"] = round(free, 1)
-        if free < ctx.cfg.preflight.min_free_gb:
-            problems.append(f"disk: {free:.1f} GB free under Docker's {root}, want "
-                            f"{ctx.cfg.preflight.min_free_gb:g} (reproduce.preflight.min_free_gb)")  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-        problems.append(f"docker: the engine does not answer ({exc}); `make engine` starts one")
-    free = _free_gb(ctx.out)
-    found["runs_free_gb"] = round(free, 1)
-    if free < ctx.cfg.preflight.min_free_gb:
-        problems.append(f"disk: {free:.1f} GB free under {ctx.out}, want "
-                        f"{ctx.cfg.preflight.min_free_gb:g} (reproduce.preflight.min_free_gb)")  # fmt: skip
-    if ctx.cfg.preflight.vllm:
-        from deepswe.train.engines.vllm_server import find_python
-
-        try:
-            found["vllm_python"] = str(find_python())
-        except FileNotFoundError as exc:
-            problems.append(f"vllm: {exc}")
-    from deepswe.train.config import load_config
-
-    try:
-        load_config(ctx.profile)
-    except Exception as exc:  # a ConfigError naming the field
-        problems.append(f"profile: {exc}")
-    return problems, found
-
-
-def preflight(ctx: Context) -> StageResult:
-    problems, found = preflight_problems(ctx)
-    for k, v in found.items():
-        ctx.echo(f"  {k}: {v}")
-    if problems:
-        raise StageFailed("preflight: cannot run the pipeline here:\n  " + "\n  ".join(problems))
-    return StageResult(numbers=found)
 
 
 # --- tiny --------------------------------------------------------------------------------------
@@ -117,8 +53,18 @@ def swe_mini_check_ids(ctx: Context) -> list[str]:
 
 def data(ctx: Context) -> StageResult:
     toy = ctx.cfg.swe_toy
-    ctx.sh("deepswe-data", "swe-toy", "--out", toy.out, "--train", str(toy.train),
-           "--test", str(toy.test), "--seed", str(toy.seed))  # fmt: skip
+    ctx.sh(
+        "deepswe-data",
+        "swe-toy",
+        "--out",
+        toy.out,
+        "--train",
+        str(toy.train),
+        "--test",
+        str(toy.test),
+        "--seed",
+        str(toy.seed),
+    )
     ctx.sh("deepswe-data", "swe-mini", "fetch")
     ids = swe_mini_check_ids(ctx)
     ctx.path("swe-mini-check-ids.txt").write_text("".join(i + "\n" for i in ids))
@@ -127,7 +73,7 @@ def data(ctx: Context) -> StageResult:
             str(_toy(ctx, "train")),
             str(_toy(ctx, "test")),
             _rel(ctx.path("swe-mini-check-ids.txt")),
-        ],  # fmt: skip
+        ],
         numbers={"swe_toy_train": toy.train, "swe_toy_test": toy.test, "swe_mini_check": len(ids)},
     )
 
@@ -161,8 +107,16 @@ def sft(ctx: Context) -> StageResult:
     for leftover in (out, out.with_name(out.name + ".tmp")):  # a killed run's partial folder
         if leftover.exists():
             shutil.rmtree(leftover)
-    log = ctx.sh("deepswe-train", "sft", "--config", ctx.profile, "--out", out,
-                 f"model.path={ctx.path('models', 'init')}", f"data.path={_toy(ctx, 'train')}")  # fmt: skip
+    log = ctx.sh(
+        "deepswe-train",
+        "sft",
+        "--config",
+        ctx.profile,
+        "--out",
+        out,
+        f"model.path={ctx.path('models', 'init')}",
+        f"data.path={_toy(ctx, 'train')}",
+    )
     losses = [float(m.group(3)) for m in SFT_LOSS.finditer(log)]
     scripted = log.count("sft data: ")
     return StageResult(artifacts=[_rel(out)], numbers={"loss": losses, "episodes": scripted})
@@ -177,12 +131,23 @@ def train(ctx: Context) -> StageResult:
     )
     if out.exists() and not resume:
         shutil.rmtree(out)  # started, killed before its first checkpoint
-    ctx.sh("deepswe-train", "train", "--config", ctx.profile, "--out", out, *resume,
-           f"model.path={ctx.path('models', 'sft')}", f"data.path={_toy(ctx, 'train')}")  # fmt: skip
+    ctx.sh(
+        "deepswe-train",
+        "train",
+        "--config",
+        ctx.profile,
+        "--out",
+        out,
+        *resume,
+        f"model.path={ctx.path('models', 'sft')}",
+        f"data.path={_toy(ctx, 'train')}",
+    )
     steps = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines() if ln]
     rewards = [s.get("reward/mean") for s in steps]
-    return StageResult(artifacts=[_rel(out / "final"), _rel(out / "metrics.jsonl")],
-                       numbers={"steps": len(steps), "reward": rewards})  # fmt: skip
+    return StageResult(
+        artifacts=[_rel(out / "final"), _rel(out / "metrics.jsonl")],
+        numbers={"steps": len(steps), "reward": rewards},
+    )
 
 
 def _pass_at_1(run_dir: Path) -> dict:
@@ -205,9 +170,23 @@ def _serve_and_eval(ctx: Context, model_dir: Path, jobs: list[tuple[str, list[st
     try:
         for name, extra in jobs:
             run_dir = ctx.path("eval", name)
-            ctx.sh("deepswe-eval", "run", "--config", ctx.profile, "--out", run_dir,
-                   "--policy", "openai", "--base-url", f"{server.url}/v1", "--model", "policy",
-                   "--prompt-variant", "train", *extra)  # fmt: skip
+            ctx.sh(
+                "deepswe-eval",
+                "run",
+                "--config",
+                ctx.profile,
+                "--out",
+                run_dir,
+                "--policy",
+                "openai",
+                "--base-url",
+                f"{server.url}/v1",
+                "--model",
+                "policy",
+                "--prompt-variant",
+                "train",
+                *extra,
+            )
             out[name] = _pass_at_1(run_dir)
     finally:
         server.stop()
@@ -216,9 +195,20 @@ def _serve_and_eval(ctx: Context, model_dir: Path, jobs: list[tuple[str, list[st
 
 def _learning_args(ctx: Context) -> list[str]:
     c = ctx.cfg.learning
-    return ["--dataset", c.dataset, "--runs", str(c.runs), "--seed", str(c.seed),
-            "--max-steps", str(c.max_steps), "--max-tokens", str(c.max_tokens),
-            "--workers", str(c.workers)]  # fmt: skip
+    return [
+        "--dataset",
+        c.dataset,
+        "--runs",
+        str(c.runs),
+        "--seed",
+        str(c.seed),
+        "--max-steps",
+        str(c.max_steps),
+        "--max-tokens",
+        str(c.max_tokens),
+        "--workers",
+        str(c.workers),
+    ]
 
 
 def eval_sft(ctx: Context) -> StageResult:
@@ -229,50 +219,107 @@ def eval_sft(ctx: Context) -> StageResult:
 def eval_trained(ctx: Context) -> StageResult:
     c = ctx.cfg.swe_mini
     ids = [a for i in _check_ids(ctx) for a in ("--ids", i)]
-    mini = ["--dataset", c.dataset, *ids, "--runs", str(c.runs), "--max-steps",
-            str(c.max_steps), "--max-tokens", str(c.max_tokens)]  # fmt: skip
-    res = _serve_and_eval(ctx, ctx.path("train", "final"),
-                          [("learning-trained", _learning_args(ctx)), ("swe-mini-model", mini)])  # fmt: skip
+    mini = [
+        "--dataset",
+        c.dataset,
+        *ids,
+        "--runs",
+        str(c.runs),
+        "--max-steps",
+        str(c.max_steps),
+        "--max-tokens",
+        str(c.max_tokens),
+    ]
+    res = _serve_and_eval(
+        ctx,
+        ctx.path("train", "final"),
+        [("learning-trained", _learning_args(ctx)), ("swe-mini-model", mini)],
+    )
     return StageResult(artifacts=[_rel(ctx.path("eval", n)) for n in res], numbers=res)
 
 
 def baselines(ctx: Context) -> StageResult:
     ids = [a for i in _check_ids(ctx) for a in ("--ids", i)]
     out = ctx.path("eval", "swe-mini-baselines")
-    ctx.sh("deepswe-eval", "validate", "--config", ctx.profile, "--out", out,
-           "--dataset", ctx.cfg.swe_mini.dataset, *ids)  # fmt: skip
+    ctx.sh(
+        "deepswe-eval",
+        "validate",
+        "--config",
+        ctx.profile,
+        "--out",
+        out,
+        "--dataset",
+        ctx.cfg.swe_mini.dataset,
+        *ids,
+    )
     for k in ("gold", "empty"):  # validate stores episodes; report adds metrics and view.html
         ctx.sh("deepswe-eval", "report", out / k)
-    return StageResult(artifacts=[_rel(out / "gold"), _rel(out / "empty")],
-                       numbers={k: _pass_at_1(out / k) for k in ("gold", "empty")})  # fmt: skip
+    return StageResult(
+        artifacts=[_rel(out / "gold"), _rel(out / "empty")],
+        numbers={k: _pass_at_1(out / k) for k in ("gold", "empty")},
+    )
 
 
 def tts(ctx: Context) -> StageResult:
     out = ctx.path("tts")
     models = f"[{ctx.path('models', 'sft')},{ctx.path('models', 'init')}]"
-    ctx.sh("deepswe-verify", "tts", "--config", ctx.profile, "--out", out,
-           f"eval.policy.args.path={ctx.path('train', 'final')}",
-           f"tts.judge.base_models={models}", *ctx.cfg.tts_overrides)  # fmt: skip
+    ctx.sh(
+        "deepswe-verify",
+        "tts",
+        "--config",
+        ctx.profile,
+        "--out",
+        out,
+        f"eval.policy.args.path={ctx.path('train', 'final')}",
+        f"tts.judge.base_models={models}",
+        *ctx.cfg.tts_overrides,
+    )
     report = json.loads((out / "report.json").read_text())
     best = {c["method"]: c["points"][-1]["mean"] for c in report["curves"] if c["points"]}
-    return StageResult(artifacts=[_rel(out / "report.md")],
-                       numbers={"report": _rel(out / "report.json"), "tasks": report["tasks"],
-                                "candidates": report["candidates"],
-                                "pass@1": report["pass@1"]["mean"], "best@N": best})  # fmt: skip
+    return StageResult(
+        artifacts=[_rel(out / "report.md")],
+        numbers={
+            "report": _rel(out / "report.json"),
+            "tasks": report["tasks"],
+            "candidates": report["candidates"],
+            "pass@1": report["pass@1"]["mean"],
+            "best@N": best,
+        },
+    )
 
 
 def tiny_stages(ctx: Context) -> list[Stage]:
     stages = [
-        Stage("preflight", "Docker, disk, git, vLLM's CPU build and the profile, checked first", preflight),
+        Stage(
+            "preflight",
+            "Docker, disk, git, vLLM's CPU build and the profile, checked first",
+            preflight,
+        ),
         Stage("data", "swe-toy made (the curriculum), swe-mini's pinned sources fetched", data),
         Stage("images", "task images: swe-toy train/test, the swe-mini check tasks", images),
         Stage("model", "a randomly initialised tiny Qwen3 with Qwen's tokenizer", model),
-        Stage("sft", "SFT warm start on scripted right and wrong fixes (stands in for pretraining)", sft),
+        Stage(
+            "sft",
+            "SFT warm start on scripted right and wrong fixes (stands in for pretraining)",
+            sft,
+        ),
         Stage("train", "GRPO++ on swe-toy train, episodes in Docker", train),
-        Stage("eval-sft", "the SFT start on held-out swe-toy, served by vLLM, --policy openai", eval_sft),
-        Stage("eval-trained", "the trained model, same protocol and seeds; and on swe-mini:test tasks", eval_trained),
-        Stage("baselines", "gold and empty patches on the swe-mini tasks: the harness check", baselines),
-    ]  # fmt: skip
+        Stage(
+            "eval-sft",
+            "the SFT start on held-out swe-toy, served by vLLM, --policy openai",
+            eval_sft,
+        ),
+        Stage(
+            "eval-trained",
+            "the trained model, same protocol and seeds; and on swe-mini:test tasks",
+            eval_trained,
+        ),
+        Stage(
+            "baselines",
+            "gold and empty patches on the swe-mini tasks: the harness check",
+            baselines,
+        ),
+    ]
     if ctx.cfg.tts:
         stages.append(
             Stage("tts", "verifiers and hybrid test-time scaling (the profile's tts:)", tts)
@@ -281,23 +328,6 @@ def tiny_stages(ctx: Context) -> list[Stage]:
 
 
 # --- deepswe-32b -------------------------------------------------------------------------------
-def cluster_preflight(ctx: Context) -> StageResult:
-    problems, found = preflight_problems(ctx)
-    if shutil.which("nvidia-smi") is None:
-        problems.append(
-            "gpu: no nvidia-smi; deepswe-32b trains on a GPU cluster (README, GPU path)"
-        )
-    for var in ("BASE_URL", "JUDGE_URL"):
-        if not os.environ.get(var):
-            problems.append(f"{var}: unset; the 32B policy and the judge are served by vLLM "
-                            "(evaluation/README.md, verifiers/README.md)")  # fmt: skip
-    for k, v in found.items():
-        ctx.echo(f"  {k}: {v}")
-    if problems:
-        raise StageFailed("preflight: cannot run deepswe-32b here:\n  " + "\n  ".join(problems))
-    return StageResult(numbers=found)
-
-
 def cluster_stages(ctx: Context) -> list[Stage]:
     def make(target: str):
         def run(c: Context) -> StageResult:
@@ -307,9 +337,14 @@ def cluster_stages(ctx: Context) -> list[Stage]:
         return run
 
     return [
-        Stage("preflight", "GPUs, served endpoints, Docker, disk, checked first", cluster_preflight),
-        *(Stage(t, f"make {t} PROFILE=deepswe-32b", make(t)) for t in ("data", "train", "eval", "eval-tts")),
-    ]  # fmt: skip
+        Stage(
+            "preflight", "GPUs, served endpoints, Docker, disk, checked first", cluster_preflight
+        ),
+        *(
+            Stage(t, f"make {t} PROFILE=deepswe-32b", make(t))
+            for t in ("data", "train", "eval", "eval-tts")
+        ),
+    ]
 
 
 def stages_for(ctx: Context) -> list[Stage]:

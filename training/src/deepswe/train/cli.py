@@ -18,6 +18,8 @@ from pathlib import Path
 import typer
 import yaml
 
+from deepswe.train.preflight import data_problems, machine_problems
+
 app = typer.Typer(
     help="deepswe-train: GRPO++ training of SWE agents (DeepSWE recipe).",
     no_args_is_help=True,
@@ -33,75 +35,16 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _model_found(path: str) -> bool:
-    """A local HF folder, or a hub id already in the local cache (models are never fetched)."""
-    if Path(path).is_dir():
-        return True
-    from huggingface_hub import try_to_load_from_cache
-    from huggingface_hub.errors import HFValidationError
-
-    try:
-        return isinstance(try_to_load_from_cache(path, "config.json"), str)
-    except HFValidationError:  # not shaped like a hub id either
-        return False
-
-
-def _machine_problems(cfg) -> list[str]:  # cfg: TrainConfig
-    """Why this machine or build cannot run `cfg` (empty: it can). The hardware is looked at
-    first, so a GPU profile on a CPU box says so even while its engine is not built."""
-    import torch
-
-    from deepswe.train.trainer import check_runnable
-
-    problems = []
-    have = torch.cuda.device_count()
-    if cfg.cluster.gpus > have and cfg.cluster.address is None:  # else: the Ray cluster's GPUs
-        problems.append(f"cluster.gpus: this profile needs {cfg.cluster.gpus} GPUs; found {have}")
-    if not _model_found(cfg.model.path):
-        path = cfg.model.path
-        hub_id = path.count("/") == 1 and not path.startswith((".", "/", "~", "runs/"))
-        fix = (
-            f"download it beforehand: huggingface-cli download {path}"
-            if hub_id
-            else f"build a tiny one: deepswe-train init-model --out {path}"
-        )
-        problems.append(
-            f"model.path {path!r}: not a local folder, nor a model in the local Hugging "
-            f"Face cache ({fix})"
-        )
-    try:
-        check_runnable(cfg)
-    except (RuntimeError, ValueError) as e:  # unknown or unimportable plugin, missing device
-        if str(e) not in problems:
-            problems.append(str(e))
-    return problems
-
-
-def _data_problems(cfg) -> list[str]:  # cfg: TrainConfig
-    """Why the spine source's tasks cannot run here: no task file, or R2E-Gym rows with no
-    image on this engine and no mirror to build them from. Prints the image plan."""
-    if cfg.data.source != "spine" or not cfg.data.path:
-        return []
-    from deepswe.data.errors import DataError
-    from deepswe.train.sources.spine import training_tasks
-
-    path = cfg.data.path
-    if path.endswith((".jsonl", ".json", ".parquet")) and not Path(path).exists():
-        return [f"data.path {path!r}: no such file (make data PROFILE=... writes it)"]
-    try:
-        training_tasks(cfg.data)  # prints the image plan and what it leaves out
-    except (DataError, ValueError) as e:
-        return [str(e)]
-    return []
-
-
 @app.command("init-model")
 def init_model(
     out: Path = typer.Option(..., "--out", help="Folder to write the HF model + tokenizer to."),
-    size: str = typer.Option("tiny", "--size", help="Model shape: tiny (2 layers, hidden 64) "
-                             "or small (4 layers, hidden 128)."),
+    size: str = typer.Option(
+        "tiny",
+        "--size",
+        help="Model shape: tiny (2 layers, hidden 64) or small (4 layers, hidden 128).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random initialisation."),
-) -> None:  # fmt: skip
+) -> None:
     """Build a randomly initialised Qwen3-architecture model with Qwen's real tokenizer (no hub)."""
     from deepswe.train.models import SIZES, init_tiny_model
 
@@ -130,11 +73,12 @@ def validate_config(
     except ConfigError as e:
         raise _fail(str(e), EXIT_INVALID) from None
     typer.echo(yaml.safe_dump(resolved(cfg), sort_keys=False), nl=False)
-    problems = _machine_problems(cfg)
+    problems = machine_problems(cfg)
     if problems:
         lines = "\n  ".join(problems)
-        raise _fail(f"{config}: the config is valid, but it cannot run here:\n  {lines}",
-                    EXIT_CANNOT_RUN)  # fmt: skip
+        raise _fail(
+            f"{config}: the config is valid, but it cannot run here:\n  {lines}", EXIT_CANNOT_RUN
+        )
     typer.echo(f"{config}: valid, and runnable on this machine", err=True)
 
 
@@ -156,24 +100,32 @@ def _plan_lines(
 
 @app.command("plan")
 def plan(
-    config: Path = typer.Option(..., "--config", help="Training profile (YAML), e.g. "
-                                "configs/deepswe-32b.yaml."),
+    config: Path = typer.Option(
+        ..., "--config", help="Training profile (YAML), e.g. configs/deepswe-32b.yaml."
+    ),
     overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU name for the printout "
-                                   "(default H100 SXM 80GB)."),
-    gpu_memory_gb: float | None = typer.Option(None, "--gpu-memory-gb", help="Memory of one "
-                                               "GPU, GB (default 80)."),
-    bf16_tflops: float | None = typer.Option(None, "--bf16-tflops", help="Dense BF16 TFLOPS of "
-                                             "one GPU (default 989)."),
-    hbm_tb_s: float | None = typer.Option(None, "--hbm-tb-s", help="HBM bandwidth, TB/s "
-                                          "(default 3.35)."),
-    train_mfu: float | None = typer.Option(None, "--train-mfu", help="MFU of the update "
-                                           "(default 0.35)."),
-    mean_fill: float | None = typer.Option(None, "--mean-fill", help="Share of the token "
-                                           "budget a mean trajectory fills (default 0.5)."),
-    tool_seconds: float | None = typer.Option(None, "--tool-seconds", help="Seconds of one "
-                                              "tool call (default 5)."),
-) -> None:  # fmt: skip
+    gpu: str | None = typer.Option(
+        None, "--gpu", help="GPU name for the printout (default H100 SXM 80GB)."
+    ),
+    gpu_memory_gb: float | None = typer.Option(
+        None, "--gpu-memory-gb", help="Memory of one GPU, GB (default 80)."
+    ),
+    bf16_tflops: float | None = typer.Option(
+        None, "--bf16-tflops", help="Dense BF16 TFLOPS of one GPU (default 989)."
+    ),
+    hbm_tb_s: float | None = typer.Option(
+        None, "--hbm-tb-s", help="HBM bandwidth, TB/s (default 3.35)."
+    ),
+    train_mfu: float | None = typer.Option(
+        None, "--train-mfu", help="MFU of the update (default 0.35)."
+    ),
+    mean_fill: float | None = typer.Option(
+        None, "--mean-fill", help="Share of the token budget a mean trajectory fills (default 0.5)."
+    ),
+    tool_seconds: float | None = typer.Option(
+        None, "--tool-seconds", help="Seconds of one tool call (default 5)."
+    ),
+) -> None:
     """Print, without GPUs, where a profile's parts go, the memory each GPU needs in each phase
     of a step (rollout, weight sync, update), the time a step takes and the launch command per
     node. Exits 3 when the plan does not fit the GPU, naming the phase and what to change."""
@@ -185,9 +137,15 @@ def plan(
     except ConfigError as e:
         raise _fail(str(e), EXIT_INVALID) from None
     a = with_overrides(
-        Assumptions(), gpu=gpu, gpu_memory_gb=gpu_memory_gb, bf16_tflops=bf16_tflops,
-        hbm_tb_s=hbm_tb_s, train_mfu=train_mfu, mean_fill=mean_fill, tool_seconds=tool_seconds,
-    )  # fmt: skip
+        Assumptions(),
+        gpu=gpu,
+        gpu_memory_gb=gpu_memory_gb,
+        bf16_tflops=bf16_tflops,
+        hbm_tb_s=hbm_tb_s,
+        train_mfu=train_mfu,
+        mean_fill=mean_fill,
+        tool_seconds=tool_seconds,
+    )
     try:
         lines, problem = _plan_lines(cfg, config, overrides or [], a)
     except ValueError as e:  # a field that cannot be placed, an unknown model shape
@@ -199,16 +157,23 @@ def plan(
 
 @app.command("train")
 def train(
-    config: Path = typer.Option(..., "--config", help="Training profile (YAML), e.g. "
-                                "configs/tiny.yaml."),
+    config: Path = typer.Option(
+        ..., "--config", help="Training profile (YAML), e.g. configs/tiny.yaml."
+    ),
     overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default: runs/<run.name>)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the run folder's latest "
-                                "checkpoint (the config must be the same but for run.steps)."),
-    include_unhealthy: bool = typer.Option(False, "--include-unhealthy", help="Keep the tasks "
-                                           "the health manifest calls unhealthy "
-                                           "(data.include_unhealthy=true)."),
-) -> None:  # fmt: skip
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue from the run folder's latest "
+        "checkpoint (the config must be the same but for run.steps).",
+    ),
+    include_unhealthy: bool = typer.Option(
+        False,
+        "--include-unhealthy",
+        help="Keep the tasks the health manifest calls unhealthy (data.include_unhealthy=true).",
+    ),
+) -> None:
     """Run GRPO++ training: rollouts, advantages, updates, checkpoints, metrics under runs/ID."""
     from deepswe.train.config import ConfigError, load_config
     from deepswe.train.trainer import train_run
@@ -219,7 +184,7 @@ def train(
         cfg = load_config(config, overrides or [])
     except ConfigError as e:
         raise _fail(str(e), EXIT_INVALID) from None
-    problems = _machine_problems(cfg) + _data_problems(cfg)
+    problems = machine_problems(cfg) + data_problems(cfg)
     if cfg.cluster.gpus:  # a GPU profile shows its plan first, whether it can start here or not
         try:
             lines, problem = _plan_lines(cfg, config, overrides or [])
@@ -239,21 +204,32 @@ def train(
 
 @app.command("sft")
 def sft(
-    config: Path = typer.Option(..., "--config", help="Training profile (YAML) whose sft "
-                                "section, model.path, data.path and episode limits the SFT stage "
-                                "uses."),
-    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP + " SFT settings: "
-                                                 "sft.epochs=5, sft.lr=0.001, ..."),
-    out: Path = typer.Option(..., "--out", help="Folder for the fine-tuned HF model and its "
-                             "resolved config.yaml (absent or empty)."),
-    epochs: int | None = typer.Option(None, "--epochs", help="Override sft.epochs: passes over "
-                                      "the scripted sequences."),
+    config: Path = typer.Option(
+        ...,
+        "--config",
+        help="Training profile (YAML) whose sft "
+        "section, model.path, data.path and episode limits the SFT stage "
+        "uses.",
+    ),
+    overrides: list[str] | None = typer.Argument(
+        None, help=_OVERRIDES_HELP + " SFT settings: sft.epochs=5, sft.lr=0.001, ..."
+    ),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Folder for the fine-tuned HF model and its resolved config.yaml (absent or empty).",
+    ),
+    epochs: int | None = typer.Option(
+        None, "--epochs", help="Override sft.epochs: passes over the scripted sequences."
+    ),
     lr: float | None = typer.Option(None, "--lr", help="Override sft.lr: AdamW peak rate."),
-    wrong_per_task: int | None = typer.Option(None, "--wrong-per-task", help="Override "
-                                              "sft.wrong_per_task: wrong fixes per right one."),
-    seed: int | None = typer.Option(None, "--seed", help="Override sft.seed: shuffling and "
-                                    "torch seed."),
-) -> None:  # fmt: skip
+    wrong_per_task: int | None = typer.Option(
+        None, "--wrong-per-task", help="Override sft.wrong_per_task: wrong fixes per right one."
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Override sft.seed: shuffling and torch seed."
+    ),
+) -> None:
     """SFT warm-start (tiny profile): record scripted right and wrong fixes of the train tasks
     through the real tools in Docker, then fine-tune model.path on them (assistant tokens)."""
     from deepswe.train.config import ConfigError, load_config
@@ -270,21 +246,34 @@ def sft(
         raise _fail(f"--out {out}: exists and is not empty", EXIT_INVALID)
     episodes, losses = run_sft(cfg, out, log=lambda m: typer.echo(m, err=True))
     right = sum(e.reward for e in episodes if e.label == "right")
-    typer.echo(f"wrote {out}: {len(episodes)} scripted episodes ({right:.0f} right fixes "
-               f"resolved), loss {losses[0]:.3f} -> {losses[-1]:.3f}")  # fmt: skip
+    typer.echo(
+        f"wrote {out}: {len(episodes)} scripted episodes ({right:.0f} right fixes "
+        f"resolved), loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+    )
 
 
 @app.command("judge")
 def judge(
-    config: Path = typer.Option(..., "--config", help="Judge fine-tuning config (YAML), e.g. "
-                                "configs/judge-tiny.yaml or configs/judge-14b.yaml."),
-    data: Path = typer.Option(..., "--data", help="Judge data (JSON lines from "
-                              "deepswe.verify.ef.judge_data: train-split tasks only)."),
-    out: Path = typer.Option(..., "--out", help="Folder for adapter/, merged/, metrics.json "
-                             "and config.yaml (absent or empty)."),
-    overrides: list[str] | None = typer.Argument(None, help=_OVERRIDES_HELP + " e.g. lr=1e-4, "
-                                                 "lora.rank=16."),
-) -> None:  # fmt: skip
+    config: Path = typer.Option(
+        ...,
+        "--config",
+        help="Judge fine-tuning config (YAML), e.g. "
+        "configs/judge-tiny.yaml or configs/judge-14b.yaml.",
+    ),
+    data: Path = typer.Option(
+        ...,
+        "--data",
+        help="Judge data (JSON lines from deepswe.verify.ef.judge_data: train-split tasks only).",
+    ),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Folder for adapter/, merged/, metrics.json and config.yaml (absent or empty).",
+    ),
+    overrides: list[str] | None = typer.Argument(
+        None, help=_OVERRIDES_HELP + " e.g. lr=1e-4, lora.rank=16."
+    ),
+) -> None:
     """Fine-tune the execution-free judge: LoRA SFT on its YES/NO targets, held-out loss before
     and after."""
     from deepswe.train.config import ConfigError
@@ -299,8 +288,10 @@ def judge(
     if out.exists() and any(out.iterdir()):
         raise _fail(f"--out {out}: exists and is not empty", EXIT_INVALID)
     m = train_judge(cfg, rows, out, log=lambda line: typer.echo(line, err=True))
-    typer.echo(f"wrote {out}: held-out loss {m['heldout_loss_before']} -> "
-               f"{m['heldout_loss_after']} ({m['train_rows']} rows, {m['steps']} steps)")  # fmt: skip
+    typer.echo(
+        f"wrote {out}: held-out loss {m['heldout_loss_before']} -> "
+        f"{m['heldout_loss_after']} ({m['train_rows']} rows, {m['steps']} steps)"
+    )
 
 
 if __name__ == "__main__":

@@ -22,62 +22,26 @@ the report files. Each stage skips what is already on disk.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepswe.data.task import Task
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import atomic_write_json
 from deepswe.verify.store import VerdictStore, candidates_from_run
 from deepswe.verify.tts.config import TTSConfig
+from deepswe.verify.tts.context import Ctx, Log, TTSError, cli_bin, relay, with_issues
 from deepswe.verify.tts.grading import grade_plan
+from deepswe.verify.tts.judge_stage import make_tts_judge, served_judge, stage_judge
 from deepswe.verify.tts.mixture import merge_pools, pick_tasks, slot
 from deepswe.verify.tts.plan import PlanError, make_plan
-from deepswe.verify.types import Candidate, VerdictStatus
+from deepswe.verify.types import VerdictStatus
 
-Log = Callable[[str], None]
 STAGES = ("candidates", "judge", "ef", "eb", "report")
-STANDIN = ("eb: reproduction tests by the SCRIPTED STAND-IN writer (the issue's own snippet as a "
-           "test, no model), not a test-writing agent")  # fmt: skip
+STANDIN = (
+    "eb: reproduction tests by the SCRIPTED STAND-IN writer (the issue's own snippet as a "
+    "test, no model), not a test-writing agent"
+)
 OPERATIONAL = {"workers", "eb.workers", "max_infra_errors"}  # may change on resume
-
-
-class TTSError(RuntimeError):
-    """A stage cannot go on; the message says what to do. What is on disk is kept."""
-
-
-@dataclass
-class Ctx:
-    profile: Path
-    out: Path
-    cfg: TTSConfig
-    eval_cfg: EvalConfig
-    eval_overrides: list[str]
-    log: Log
-    tasks: dict[str, list[Task]] = field(default_factory=dict)  # split -> picked tasks
-    dataset: dict[str, list[Task]] = field(default_factory=dict)  # split -> all of its dataset
-    notes: list[str] = field(default_factory=list)
-
-    def pool(self, split: str) -> Path:
-        return self.out / f"pool-{split}"
-
-
-def cli_bin(name: str) -> str:
-    """A console script of this environment (deepswe-eval, deepswe-train)."""
-    return str(Path(sys.executable).with_name(name))
-
-
-def relay(cmd: list[str], log: Log) -> int:
-    """Run a command, passing its output on line by line through `log`; its exit status."""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
-        for line in p.stdout:  # type: ignore[union-attr]
-            log(line.rstrip("\n"))
-    return p.returncode
 
 
 def model_available(eval_cfg: EvalConfig) -> tuple[bool, str]:
@@ -108,16 +72,30 @@ def kind_counts(ctx: Ctx, split: str) -> dict[str, int]:
 def eval_run(ctx: Ctx, split: str, n: int, run_dir: Path) -> None:
     """deepswe-eval run of the eval policy over the split's tasks (resumable: the same folder)."""
     pick = ctx.cfg.test if split == "test" else ctx.cfg.train
-    cmd = [cli_bin("deepswe-eval"), "run", "--config", str(ctx.profile), "--out", str(run_dir),
-           "--dataset", pick.dataset, "--runs", str(n), "--workers", str(ctx.cfg.workers)]  # fmt: skip
+    cmd = [
+        cli_bin("deepswe-eval"),
+        "run",
+        "--config",
+        str(ctx.profile),
+        "--out",
+        str(run_dir),
+        "--dataset",
+        pick.dataset,
+        "--runs",
+        str(n),
+        "--workers",
+        str(ctx.cfg.workers),
+    ]
     for t in ctx.tasks[split]:
         cmd += ["--ids", t.instance_id]
     cmd += ctx.eval_overrides
     ctx.log(f"tts candidates: {split}/model: {n} per task x {len(ctx.tasks[split])} tasks")
     code = relay(cmd, ctx.log)
     if code != 0:
-        raise TTSError(f"deepswe-eval run for {split}/model exited {code} "
-                       f"({run_dir}); run the same command again to resume it")  # fmt: skip
+        raise TTSError(
+            f"deepswe-eval run for {split}/model exited {code} "
+            f"({run_dir}); run the same command again to resume it"
+        )
 
 
 def stage_candidates(ctx: Ctx) -> None:
@@ -128,92 +106,43 @@ def stage_candidates(ctx: Ctx) -> None:
         if counts["model"]:
             eval_run(ctx, split, counts["model"], folder / "model")
             for rows in slots.values():
-                rows += [slot("model", folder / "model", j, detail="an episode of the eval policy")
-                         for j in range(counts["model"])]  # fmt: skip
+                rows += [
+                    slot("model", folder / "model", j, detail="an episode of the eval policy")
+                    for j in range(counts["model"])
+                ]
         made = {k: n for k, n in counts.items() if k != "model" and n}
         if made:
             try:
-                plan = make_plan(ctx.tasks[split], made, ctx.dataset[split], ctx.cfg.seed,
-                                 folder / "made" / "plan.json", ctx.log)  # fmt: skip
+                plan = make_plan(
+                    ctx.tasks[split],
+                    made,
+                    ctx.dataset[split],
+                    ctx.cfg.seed,
+                    folder / "made" / "plan.json",
+                    ctx.log,
+                )
             except PlanError as exc:
                 raise TTSError(f"candidates: {exc}") from None
             tasks = {t.instance_id: t for t in ctx.tasks[split]}
             grade_plan(plan, tasks, ctx.eval_cfg, folder / "made", ctx.cfg.workers, ctx.log)
             for iid, planned in plan.items():
-                slots[iid] += [slot(p.kind, folder / "made", p.run, p.planned, p.detail, p.expect)
-                               for p in planned]  # fmt: skip
+                slots[iid] += [
+                    slot(p.kind, folder / "made", p.run, p.planned, p.detail, p.expect)
+                    for p in planned
+                ]
         table = merge_pools(slots, ctx.pool(split), ctx.cfg.seed)
         rows = [r for rs in table.values() for r in rs]
         graded = [r for r in rows if r["status"] == "graded"]
-        ctx.log(f"tts candidates: {split} pool: {len(table)} tasks, {len(graded)} graded, "
-                f"{sum(bool(r['resolved']) for r in graded)} resolved")  # fmt: skip
+        ctx.log(
+            f"tts candidates: {split} pool: {len(table)} tasks, {len(graded)} graded, "
+            f"{sum(bool(r['resolved']) for r in graded)} resolved"
+        )
         if failed := [r for r in rows if r["status"] != "graded"]:
-            raise TTSError(f"candidates: {len(failed)} {split} candidates not graded (infra "
-                           f"errors, e.g. {failed[0]['source']} run {failed[0]['source_run']}); "
-                           "run again to retry them")  # fmt: skip
-
-
-def with_issues(run: Path, tasks: list[Task]) -> list[Candidate]:
-    """Every candidate of a pool run, in task order, its task's problem statement filled in."""
-    pools = candidates_from_run(run, tasks)
-    return [c for iid in sorted(pools) for c in pools[iid]]
-
-
-def judge_base(ctx: Ctx) -> str:
-    for p in ctx.cfg.judge.base_models:
-        if Path(p).exists():
-            return p
-    raise TTSError(f"tts.judge.base_models: none of {ctx.cfg.judge.base_models} exists; make one "
-                   "with `deepswe-train init-model --out runs/models/tiny-qwen3`")  # fmt: skip
-
-
-def stage_judge(ctx: Ctx) -> None:
-    from deepswe.verify.ef.judge_data import build_judge_rows, task_splits, write_rows
-    from deepswe.verify.ef.tokens import ChatTokens, load_tokenizer
-
-    j = ctx.cfg.judge
-    if j.base_url:
-        ctx.notes.append(f"judge: served at {j.base_url} as {j.model}; not trained here")
-        return
-    folder, base = ctx.out / "judge", judge_base(ctx)
-    if (folder / "model" / "metrics.json").is_file():
-        return
-    tasks = ctx.tasks["train"]
-    cands = with_issues(ctx.pool("train"), tasks)
-    pools: dict[str, list[Candidate]] = {}
-    for c in cands:
-        pools.setdefault(c.instance_id, []).append(c)
-    rows = build_judge_rows(pools, task_splits(ctx.cfg.train.dataset, tasks),
-                            ChatTokens(load_tokenizer(base)), j.max_prompt_tokens,
-                            seed=ctx.cfg.seed, log=ctx.log)  # fmt: skip
-    if not rows:
-        raise TTSError("judge: no training rows (no graded train candidates)")
-    write_rows(rows, folder / "data.jsonl")
-    for stale in (folder / "model", folder / "model.tmp"):  # a killed run leaves no whole model
-        shutil.rmtree(stale, ignore_errors=True)
-    cmd = [cli_bin("deepswe-train"), "judge", "--config", j.config, "--data",
-           str(folder / "data.jsonl"), "--out", str(folder / "model"), f"model={base}", *j.overrides]  # fmt: skip
-    ctx.log(f"tts judge: base {base}, {len(rows)} rows: {' '.join(cmd[1:])}")
-    if relay(cmd, ctx.log) != 0:
-        raise TTSError("deepswe-train judge failed (its message is above)")
-
-
-def served_judge(ctx: Ctx):
-    """The served judge's endpoint config (tts.judge.base_url set)."""
-    from deepswe.verify.ef.endpoint import EndpointJudgeConfig
-
-    j = ctx.cfg.judge
-    if not (j.base_url and j.model and j.tokenizer):
-        raise TTSError("tts.judge.base_url needs tts.judge.model and tts.judge.tokenizer")
-    return EndpointJudgeConfig(base_url=j.base_url, model=j.model, tokenizer=j.tokenizer)
-
-
-def make_tts_judge(ctx: Ctx):
-    from deepswe.verify.ef.score import make_judge
-
-    if ctx.cfg.judge.base_url:
-        return make_judge(endpoint=served_judge(ctx))
-    return make_judge(path=ctx.out / "judge" / "model" / "merged")
+            raise TTSError(
+                f"candidates: {len(failed)} {split} candidates not graded (infra "
+                f"errors, e.g. {failed[0]['source']} run {failed[0]['source_run']}); "
+                "run again to retry them"
+            )
 
 
 def check_endpoints(ctx: Ctx, stages: dict) -> None:
@@ -223,8 +152,12 @@ def check_endpoints(ctx: Ctx, stages: dict) -> None:
     from deepswe.env.policies.endpoint import EndpointError, check_endpoint, check_policy_endpoint
 
     todo = {name for name in STAGES if not stages.get(name, {}).get("done")}
-    policy_used = ("candidates" in todo and any(kind_counts(ctx, s)["model"] for s in ctx.tasks)
-                   or "eb" in todo and ctx.cfg.eb.writer == "agent")  # fmt: skip
+    policy_used = (
+        "candidates" in todo
+        and any(kind_counts(ctx, s)["model"] for s in ctx.tasks)
+        or "eb" in todo
+        and ctx.cfg.eb.writer == "agent"
+    )
     try:
         if ctx.cfg.judge.base_url and "ef" in todo:
             check_endpoint(served_judge(ctx))
@@ -241,8 +174,15 @@ def stage_ef(ctx: Ctx) -> None:
     store = VerdictStore(ctx.pool("test"))
     if not [c for c in cands if (c.instance_id, c.run) not in store.done("ef")]:
         return
-    score_candidates(cands, make_tts_judge(ctx), store, budget=ctx.cfg.judge.max_prompt_tokens,
-                     fmt=ctx.cfg.judge.format, workers=1, log=ctx.log)  # fmt: skip
+    score_candidates(
+        cands,
+        make_tts_judge(ctx),
+        store,
+        budget=ctx.cfg.judge.max_prompt_tokens,
+        fmt=ctx.cfg.judge.format,
+        workers=1,
+        log=ctx.log,
+    )
 
 
 def stage_eb(ctx: Ctx) -> None:
@@ -258,22 +198,29 @@ def stage_eb(ctx: Ctx) -> None:
     tasks = {t.instance_id: t for t in ctx.tasks["test"]}
     pools = candidates_from_run(ctx.pool("test"))
     store = VerdictStore(ctx.pool("test"))
-    plan = SandboxPlan(backend=ctx.eval_cfg.sandbox_backend, limits=ctx.eval_cfg.sandbox,
-                       workers=ctx.cfg.eb.workers)  # fmt: skip
+    plan = SandboxPlan(
+        backend=ctx.eval_cfg.sandbox_backend,
+        limits=ctx.eval_cfg.sandbox,
+        workers=ctx.cfg.eb.workers,
+    )
     score_regression(pools, tasks, store, plan=plan, log=ctx.log)
     if ctx.cfg.eb.writer == "agent":
-        writer = AgentTestWriter(ctx.eval_cfg.policy, ctx.eval_cfg.episode,
-                                 ctx.pool("test") / "eb" / "testgen-episodes")  # fmt: skip
+        writer = AgentTestWriter(
+            ctx.eval_cfg.policy, ctx.eval_cfg.episode, ctx.pool("test") / "eb" / "testgen-episodes"
+        )
     else:
         writer = ScriptedStandinWriter()
-    generate_tests(list(tasks.values()), store, writer, n=ctx.cfg.eb.tests_per_task, plan=plan,
-                   log=ctx.log)  # fmt: skip
+    generate_tests(
+        list(tasks.values()), store, writer, n=ctx.cfg.eb.tests_per_task, plan=plan, log=ctx.log
+    )
     score_reproduction(pools, tasks, store, plan=plan, log=ctx.log)
     for verifier in ("regression", "reproduction"):
         bad = [v for v in store.load(verifier).values() if v.status is VerdictStatus.UNREACHABLE]
         if bad:
-            raise TTSError(f"eb: {len(bad)} {verifier} verdicts unreachable (sandbox failures); "
-                           "run again to retry them")  # fmt: skip
+            raise TTSError(
+                f"eb: {len(bad)} {verifier} verdicts unreachable (sandbox failures); "
+                "run again to retry them"
+            )
 
 
 def stage_report(ctx: Ctx, stages: dict) -> dict:
@@ -296,24 +243,35 @@ def check_resume(out: Path, resolved: dict) -> None:
         return out
 
     a, b = flat(old), flat(resolved)
-    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)
-                  and k.split(".", 1)[-1] not in OPERATIONAL)  # fmt: skip
+    diff = sorted(
+        k
+        for k in set(a) | set(b)
+        if a.get(k) != b.get(k) and k.split(".", 1)[-1] not in OPERATIONAL
+    )
     if diff:
-        raise TTSError(f"{out}: a run with other settings is there ({', '.join(diff[:8])}); "
-                       "use another --out or the same settings")  # fmt: skip
+        raise TTSError(
+            f"{out}: a run with other settings is there ({', '.join(diff[:8])}); "
+            "use another --out or the same settings"
+        )
 
 
 def run_tts(
-    profile: Path, out: Path, cfg: TTSConfig, eval_cfg: EvalConfig, eval_overrides: list[str],
+    profile: Path,
+    out: Path,
+    cfg: TTSConfig,
+    eval_cfg: EvalConfig,
+    eval_overrides: list[str],
     log: Log = print,
-) -> dict:  # fmt: skip
+) -> dict:
     """Every stage not yet done, in order; returns report.json's content."""
     from deepswe.data.datasets import load_tasks
 
     if cfg.judge.format == "r2e-gym" and not cfg.judge.base_url:
-        raise TTSError("tts.judge.format r2e-gym is the published verifier's prompt and needs "
-                       "that verifier served (tts.judge.base_url); a judge trained here learns "
-                       "our format: set tts.judge.format=ours")  # fmt: skip
+        raise TTSError(
+            "tts.judge.format r2e-gym is the published verifier's prompt and needs "
+            "that verifier served (tts.judge.base_url); a judge trained here learns "
+            "our format: set tts.judge.format=ours"
+        )
     resolved = {"tts": cfg.model_dump(mode="json"), "eval": eval_cfg.model_dump(mode="json")}
     check_resume(out, resolved)
     ctx = Ctx(profile, out, cfg, eval_cfg, eval_overrides, log)
@@ -336,8 +294,7 @@ def run_tts(
     check_endpoints(ctx, stages)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", resolved)
-    runners = {"candidates": stage_candidates, "judge": stage_judge, "ef": stage_ef,
-               "eb": stage_eb}  # fmt: skip
+    runners = {"candidates": stage_candidates, "judge": stage_judge, "ef": stage_ef, "eb": stage_eb}
     for name in STAGES[:-1]:
         st = stages.setdefault(name, {"done": False, "seconds": 0.0})
         if st["done"]:
