@@ -99,8 +99,17 @@ class ModelsEndpoints:
 
     def serve(self, models: dict[str, str | None]) -> str:
         """A server listing `models` (id -> root); its base URL, http://127.0.0.1:PORT/v1."""
-        listed = [{"id": m, "object": "model", "created": 0, "owned_by": "vllm", "root": r,
-                   "parent": None} for m, r in models.items()]  # fmt: skip
+        listed = [
+            {
+                "id": m,
+                "object": "model",
+                "created": 0,
+                "owned_by": "vllm",
+                "root": r,
+                "parent": None,
+            }
+            for m, r in models.items()
+        ]
         handler = type("Handler", (ModelsEndpoint,), {"models": listed})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -104,9 +104,13 @@ def ours(cls: type, image: str, i: int, light: bool, col: Column) -> None:
 def raw(api: docker.APIClient, image: str, network: str, i: int, light: bool, col: Column):
     t0 = time.monotonic()
     host_config = api.create_host_config(
-        init=True, network_mode=network, mem_limit="512m", memswap_limit="512m",
-        pids_limit=256, nano_cpus=10**9,
-    )  # fmt: skip
+        init=True,
+        network_mode=network,
+        mem_limit="512m",
+        memswap_limit="512m",
+        pids_limit=256,
+        nano_cpus=10**9,
+    )
     labels = {**own_labels(), BENCH: RUN}  # gc'able like ours if this process dies
     cid = api.create_container(image, ["sleep", "infinity"], labels=labels, host_config=host_config)
     api.start(cid["Id"])
@@ -180,8 +184,10 @@ def fleet(args) -> None:
     network = ensure_offline_network(docker.from_env())
     api = docker.from_env(timeout=300, max_pool_size=max(args.n) + 8).api
     print(f"image {image}; run {RUN}; admission limit {DockerSandbox.admission().limit}")
-    print(f"{'column':<14}{'N':>6}{'ok':>6}{'failed':>8}{'orphans':>9}{'p50 s':>10}{'p95 s':>10}"
-          f"{'wall s':>9}{'drained':>9}")  # fmt: skip
+    print(
+        f"{'column':<14}{'N':>6}{'ok':>6}{'failed':>8}{'orphans':>9}{'p50 s':>10}{'p95 s':>10}"
+        f"{'wall s':>9}{'drained':>9}"
+    )
     cls = backend_class(args.ours)
     for n in args.n:
         name = "deepswe" if args.ours == "docker" else args.ours.partition(":")[0]
@@ -194,8 +200,10 @@ def fleet(args) -> None:
             print(cols[-1].row(), flush=True)
             print("  " + _clean("cleanup of raw's orphans (gc)"), file=sys.stderr)
             a, b = cols
-            print(f"  deepswe / raw SDK: wall {a.wall / b.wall:.2f}, start p95 "
-                  f"{_pct(a.starts, 95) / _pct(b.starts, 95):.2f}")  # fmt: skip
+            print(
+                f"  deepswe / raw SDK: wall {a.wall / b.wall:.2f}, start p95 "
+                f"{_pct(a.starts, 95) / _pct(b.starts, 95):.2f}"
+            )
         for col in cols:
             for err in sorted(set(col.errors))[:3]:
                 print(f"  {col.name} error ({col.errors.count(err)}x): {err}", file=sys.stderr)
@@ -210,8 +218,18 @@ def ready(args) -> None:
 
     def bare() -> float:
         t0 = time.perf_counter()
-        cid = docker_cli("run", "-d", "--init", "--network", network, "--label", f"{BENCH}={RUN}",
-                         image, "sleep", "infinity").stdout.strip()  # fmt: skip
+        cid = docker_cli(
+            "run",
+            "-d",
+            "--init",
+            "--network",
+            network,
+            "--label",
+            f"{BENCH}={RUN}",
+            image,
+            "sleep",
+            "infinity",
+        ).stdout.strip()
         docker_cli("exec", cid, "true")
         took = time.perf_counter() - t0
         docker_cli("rm", "-f", cid)
@@ -255,8 +273,7 @@ def sweep(args) -> None:
         col = at_once(f"limit {limit}", args.n, one, False)
         rate = args.n / col.wall
         p50, p95 = _pct(col.starts, 50), _pct(col.starts, 95)
-        print(f"{limit:>6}{rate:>10.2f}{p50:>11.2f}{p95:>11.2f}"
-              f"{len(col.errors):>8}", flush=True)  # fmt: skip
+        print(f"{limit:>6}{rate:>10.2f}{p50:>11.2f}{p95:>11.2f}{len(col.errors):>8}", flush=True)
 
 
 _episode = threading.local()  # sandbox seconds of the episode this thread runs
@@ -301,9 +318,11 @@ def rollout(args) -> None:
         _episode.starts = 0
         t0 = time.monotonic()
         traj = run_task(
-            task, make_policy(PolicySpec(name="gold"), task, k),
-            backend="__main__:TimedDockerSandbox", sandbox_limits=limits,
-        )  # fmt: skip
+            task,
+            make_policy(PolicySpec(name="gold"), task, k),
+            backend="__main__:TimedDockerSandbox",
+            sandbox_limits=limits,
+        )
         took = time.monotonic() - t0
         return took, _episode.start, _episode.close, _episode.starts, traj.outcome.value
 
@@ -317,8 +336,10 @@ def rollout(args) -> None:
     outcomes = {o: sum(1 for *_, x in done if x == o) for o in {x for *_, x in done}}
     per_ep, start, close = (statistics.fmean(d[i] for d in done) for i in range(3))
     ideal = args.concurrency / (per_ep - start - close)
-    print(f"image {image}; {args.episodes} gold episodes over {len(tasks)} toy tasks, "
-          f"{args.concurrency} in flight; outcomes {outcomes}")  # fmt: skip
+    print(
+        f"image {image}; {args.episodes} gold episodes over {len(tasks)} toy tasks, "
+        f"{args.concurrency} in flight; outcomes {outcomes}"
+    )
     print(
         f"  wall {wall:.1f} s, {args.episodes / wall:.3f} episodes/s; mean episode "
         f"{per_ep:.2f} s, of which sandbox starts (queue included) {start:.2f} s, closes "

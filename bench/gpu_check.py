@@ -97,8 +97,10 @@ def check_megatron_bf16_resume(tmp: Path) -> str:
 
     model = _model(tmp)
     opts = MegatronOptions(distributed_optimizer=True, recompute="full")
-    build = lambda: MegatronBackend(model, optim=OPTIM, dtype="bfloat16", device=DEVICE,  # noqa: E731
-                                    options=opts)  # fmt: skip
+
+    def build() -> MegatronBackend:
+        return MegatronBackend(model, optim=OPTIM, dtype="bfloat16", device=DEVICE, options=opts)
+
     vocab = build().hf_config.vocab_size
     u1, u2 = random_batch(vocab, 0), random_batch(vocab, 1)
     start = build()  # old log-probs near the policy's, so the ratios are not all clipped
@@ -119,8 +121,10 @@ def check_megatron_bf16_resume(tmp: Path) -> str:
     if bad:
         raise AssertionError(f"resumed weights differ from the straight run's: {bad[:3]}")
     files = len(list((tmp / "ckpt" / "dist").glob("*.distcp")))
-    return (f"bf16 + fp32 main weights, recompute full: losses {s1.loss:.4f}, {s2.loss:.4f}; "
-            f"resumed from {files} DCP shard file(s) bit-equal")  # fmt: skip
+    return (
+        f"bf16 + fp32 main weights, recompute full: losses {s1.loss:.4f}, {s2.loss:.4f}; "
+        f"resumed from {files} DCP shard file(s) bit-equal"
+    )
 
 
 def check_vllm_colocated(tmp: Path) -> str:
@@ -134,8 +138,9 @@ def check_vllm_colocated(tmp: Path) -> str:
 
     model = _model(tmp)
     backend, _ = _trained_pair(model, "cuda")
-    engine = ColocatedVLLMEngine(model, dtype="float32", gpu_memory_utilization=0.3,
-                                 max_model_len=1024)  # fmt: skip
+    engine = ColocatedVLLMEngine(
+        model, dtype="float32", gpu_memory_utilization=0.3, max_model_len=1024
+    )
     before = engine.sample(PROMPT, 1, 0.0, 16)[0].token_ids
     free0 = torch.cuda.mem_get_info()[0]
     engine.sleep(2)
@@ -152,8 +157,10 @@ def check_vllm_colocated(tmp: Path) -> str:
     if freed <= 0:
         raise AssertionError("sleep(2) gave no memory back")
     changed = "changed" if after != before else "unchanged (greedy tokens equal before and after)"
-    return (f"slept ({freed / 2**20:.0f} MiB given back), woke, loaded {n} tensors in place; "
-            f"greedy tokens equal the hf engine's, {changed}")  # fmt: skip
+    return (
+        f"slept ({freed / 2**20:.0f} MiB given back), woke, loaded {n} tensors in place; "
+        f"greedy tokens equal the hf engine's, {changed}"
+    )
 
 
 def check_grpo_resume(tmp: Path) -> str:
@@ -161,15 +168,21 @@ def check_grpo_resume(tmp: Path) -> str:
     from deepswe.train.trainer import Trainer
 
     def cfg(steps: int):
-        return validate({
-            "run": {"seed": 7, "steps": steps, "save_every": 1, "tensorboard": False},
-            "model": {"path": str(_model(tmp)), "device": "cuda"},
-            "data": {"source": "text", "text": {"target": "s"}},
-            "rollout": {"tasks_per_step": 2, "group_size": 4, "concurrency": 4,
-                        "max_tokens_per_turn": 6},
-            "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 4}},
-            "algo": {"loss_constant": 8},
-        })  # fmt: skip
+        return validate(
+            {
+                "run": {"seed": 7, "steps": steps, "save_every": 1, "tensorboard": False},
+                "model": {"path": str(_model(tmp)), "device": "cuda"},
+                "data": {"source": "text", "text": {"target": "s"}},
+                "rollout": {
+                    "tasks_per_step": 2,
+                    "group_size": 4,
+                    "concurrency": 4,
+                    "max_tokens_per_turn": 6,
+                },
+                "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 4}},
+                "algo": {"loss_constant": 8},
+            }
+        )
 
     straight = Trainer.setup(cfg(3), tmp / "straight")
     records = straight.train()

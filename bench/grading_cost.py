@@ -56,9 +56,12 @@ class _Side:
         )
         self.root = src_root
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, cwd=ROOT,
-        )  # fmt: skip
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
 
     def grade(self, iid: str) -> dict:
         assert self.proc.stdin and self.proc.stdout
@@ -105,8 +108,9 @@ def main() -> None:
         base = Path(tmp) / "baseline"
         subprocess.run(
             ["git", "worktree", "add", "-q", "--detach", str(base), args.baseline],
-            cwd=ROOT, check=True,
-        )  # fmt: skip
+            cwd=ROOT,
+            check=True,
+        )
         sides = {"baseline": _Side(base), "this tree": _Side(ROOT)}
         try:
             for k in range(args.rounds):

@@ -101,8 +101,14 @@ def learning_run(
     if not base.exists():
         init_tiny_model(base, size="tiny", seed=seed)
     sft_model = sft_model or out / "model-sft"
-    over = [*OVERRIDES, f"data.path={data}", f"run.seed={seed}", f"run.steps={steps}",
-            f"backend.optim.lr={lr}", *extra]  # fmt: skip
+    over = [
+        *OVERRIDES,
+        f"data.path={data}",
+        f"run.seed={seed}",
+        f"run.steps={steps}",
+        f"backend.optim.lr={lr}",
+        *extra,
+    ]
     sft_loss: list[float] = []
     sft_data: list[tuple[str, str, str | None]] = []
     if not sft_model.exists():
@@ -120,9 +126,11 @@ def learning_run(
     while trainer.step < cfg.run.steps:
         rec = trainer.run_step()
         records.append(rec)
-        log(f"step {rec['step']:3d}  reward/mean {rec['reward/mean']:.3f}  "
+        log(
+            f"step {rec['step']:3d}  reward/mean {rec['reward/mean']:.3f}  "
             f"step {rec['time/step']:.1f}s (rollout {rec['time/rollout']:.1f}s, "
-            f"update {rec['time/update']:.1f}s)")  # fmt: skip
+            f"update {rec['time/update']:.1f}s)"
+        )
     trainer.log.close()
     seconds["grpo"] = time.monotonic() - t0
     t0 = time.monotonic()
@@ -147,11 +155,18 @@ def main() -> None:
     args = ap.parse_args()
     started = time.monotonic()
     r = learning_run(
-        args.out, steps=args.steps, eval_samples=args.eval_samples, seed=args.seed, lr=args.lr,
-        sft=SFTConfig(epochs=args.sft_epochs, seed=args.seed), sft_model=args.sft,
-        tasks=args.tasks, n_toy=args.toy_tasks,
-        n_swe_mini=args.swe_mini, extra=args.overrides,
-    )  # fmt: skip
+        args.out,
+        steps=args.steps,
+        eval_samples=args.eval_samples,
+        seed=args.seed,
+        lr=args.lr,
+        sft=SFTConfig(epochs=args.sft_epochs, seed=args.seed),
+        sft_model=args.sft,
+        tasks=args.tasks,
+        n_toy=args.toy_tasks,
+        n_swe_mini=args.swe_mini,
+        extra=args.overrides,
+    )
     print("\nstep  reward/mean  step_s")
     for rec in r.steps:
         print(f"{rec['step']:4d}  {rec['reward/mean']:11.3f}  {rec['time/step']:6.1f}")

@@ -165,8 +165,10 @@ def main() -> None:
     rows = load_rows(Path(rows_dir))
     ids = args.ids or sorted(rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    print("| repository | instance | Python | build s (env / task) | env MB | history MB "
-          "| task layer MB | gold | empty | statuses as R2E-Gym's |")  # fmt: skip
+    print(
+        "| repository | instance | Python | build s (env / task) | env MB | history MB "
+        "| task layer MB | gold | empty | statuses as R2E-Gym's |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     results = []
     for iid in ids:
@@ -178,9 +180,11 @@ def main() -> None:
     same = sum(r["statuses_same"] for r in graded)
     total = sum(r["statuses_expected"] for r in graded)
     built = sum(r["status"] in ("ok", "wrong", "built") for r in results)
-    print(f"\nbuilt {built}/{len(results)}; gold resolved and empty unresolved: {ok}/{len(graded)}; "
-          f"test statuses equal to R2E-Gym's expected_output_json: {same}/{total}"
-          + (f" (ratio {same / total:.2f})" if total else ""))  # fmt: skip
+    print(
+        f"\nbuilt {built}/{len(results)}; gold resolved and empty unresolved: {ok}/{len(graded)}; "
+        f"test statuses equal to R2E-Gym's expected_output_json: {same}/{total}"
+        + (f" (ratio {same / total:.2f})" if total else "")
+    )
 
 
 if __name__ == "__main__":

@@ -48,16 +48,24 @@ def agent_batch(model: Path, rows: int, group: int, tmp: Path):
     edit = patch_to_actions(task.gold_patch)[0]
     msgs = prompts.build_messages(task.problem_statement, "train", 4)
     observation = "Execution output of [file_editor]:\nThe file has been edited.\n" * 8
-    msgs += [{"role": "assistant", "content": edit}, {"role": "user", "content": observation},
-             {"role": "assistant", "content": FINISH}]  # fmt: skip
+    msgs += [
+        {"role": "assistant", "content": edit},
+        {"role": "user", "content": observation},
+        {"role": "assistant", "content": FINISH},
+    ]
     samples = []
     for text in (edit, FINISH):
         ids = renderer.encode(text) + [renderer.eos_id]
         samples.append((ids, [-0.5] * len(ids)))
     seq = build_sequence(renderer, msgs, samples, generation_prompt=False)
     pad = renderer.tok.pad_token_id
-    return collate([seq] * rows, [float(i % 2) for i in range(rows)],
-                   [i // group for i in range(rows)], ["submitted"] * rows, pad)  # fmt: skip
+    return collate(
+        [seq] * rows,
+        [float(i % 2) for i in range(rows)],
+        [i // group for i in range(rows)],
+        ["submitted"] * rows,
+        pad,
+    )
 
 
 def grpo_step(trainer_like, backend: HFBackend, batch) -> float:
@@ -93,10 +101,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         model = init_tiny_model(Path(tmp) / "m", size="tiny", seed=0).path
-        cfg = load_config("configs/tiny.yaml", [
-            f"model.path={model}", f"backend.optim.micro_batch_size={args.micro}",
-            "backend.logprob_chunk=512",
-        ])  # fmt: skip
+        cfg = load_config(
+            "configs/tiny.yaml",
+            [
+                f"model.path={model}",
+                f"backend.optim.micro_batch_size={args.micro}",
+                "backend.logprob_chunk=512",
+            ],
+        )
         backend = HFBackend.from_config(cfg)
         batch = agent_batch(model, args.rows, args.group, Path(tmp))
         like = SimpleNamespace(cfg=cfg)
@@ -105,8 +117,10 @@ def main() -> None:
         g = statistics.median(grpo_step(like, backend, batch) for _ in range(args.repeats))
         p = statistics.median(plain_step(backend, batch) for _ in range(args.repeats))
     t, n = batch.input_ids.shape
-    print(f"batch: {t} rows x {n} tokens, {int(batch.loss_mask.sum())} trained tokens, "
-          f"micro-batch {args.micro}, {args.threads} threads")  # fmt: skip
+    print(
+        f"batch: {t} rows x {n} tokens, {int(batch.loss_mask.sum())} trained tokens, "
+        f"micro-batch {args.micro}, {args.threads} threads"
+    )
     print(f"plain forward/backward (baseline)  {p:7.2f} s")
     print(f"grpo++ step                        {g:7.2f} s")
     print(f"ratio grpo++ / plain               {g / p:7.2f}x")

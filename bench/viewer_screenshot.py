@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def default_run() -> Path | None:
     """The folder under runs/ (three levels down at most) holding the most episode files."""
-    found = [p.parent for p in (ROOT / "runs").glob("**/episodes") if len(p.parts) - len(ROOT.parts) <= 5]  # fmt: skip
+    found = [
+        p.parent for p in (ROOT / "runs").glob("**/episodes") if len(p.parts) - len(ROOT.parts) <= 5
+    ]
     return max(found, key=lambda p: len(list(p.glob("episodes/*/run-*.json"))), default=None)
 
 
@@ -67,9 +69,18 @@ def measure(browser, page_path: Path, repeat: int) -> tuple[float, float]:
     loads, opens = [], []
     for _ in range(repeat):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        loads.append(timed(lambda p=page: (p.goto(page_path.as_uri()), p.wait_for_selector("#count"))))  # fmt: skip
+        loads.append(
+            timed(lambda p=page: (p.goto(page_path.as_uri()), p.wait_for_selector("#count")))
+        )
         if page.locator("#rows tr").count():
-            opens.append(timed(lambda p=page: (p.locator("#rows tr").first.click(), p.wait_for_selector("#episode h2"))))  # fmt: skip
+            opens.append(
+                timed(
+                    lambda p=page: (
+                        p.locator("#rows tr").first.click(),
+                        p.wait_for_selector("#episode h2"),
+                    )
+                )
+            )
         page.close()
     return statistics.median(loads), statistics.median(opens) if opens else 0.0
 

@@ -72,14 +72,20 @@ VERIFY = str(Path(sys.executable).with_name("deepswe-verify"))
 
 
 def _verify_commands(*make_args: str) -> list[list[str]]:
-    out = subprocess.run(["make", "-n", "--no-print-directory", *make_args], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")  # fmt: skip
+    out = subprocess.run(
+        ["make", "-n", "--no-print-directory", *make_args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.replace("\\\n", " ")
     return [shlex.split(line) for line in out.splitlines() if "/deepswe-verify " in line]
 
 
 def _tts_resolved(argv: list[str]) -> dict:
-    done = subprocess.run([VERIFY, *argv[1:], "--dry-run"], cwd=ROOT, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [VERIFY, *argv[1:], "--dry-run"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout)
 
 
@@ -98,26 +104,42 @@ def test_make_eval_tts_deepswe_32b_without_endpoints_says_what_to_set(given):
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_URL", "JUDGE_URL")}
-    done = subprocess.run(["make", "--no-print-directory", "eval-tts", "PROFILE=deepswe-32b", *given],
-                          cwd=ROOT, capture_output=True, text=True, env=env)  # fmt: skip
+    done = subprocess.run(
+        ["make", "--no-print-directory", "eval-tts", "PROFILE=deepswe-32b", *given],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 2
     assert "BASE_URL=http" in done.stderr and "JUDGE_URL=http" in done.stderr
 
 
 def test_make_eval_tts_deepswe_32b_passes_both_endpoints_and_reads_the_rest_from_the_profile():
-    (cmd,) = _verify_commands("eval-tts", "PROFILE=deepswe-32b", "BASE_URL=http://gpu:8000/v1",
-                              "JUDGE_URL=http://judge:8001/v1")  # fmt: skip
+    (cmd,) = _verify_commands(
+        "eval-tts",
+        "PROFILE=deepswe-32b",
+        "BASE_URL=http://gpu:8000/v1",
+        "JUDGE_URL=http://judge:8001/v1",
+    )
     cfg = _tts_resolved(cmd)
     assert cfg["eval"]["policy"]["base_url"] == "http://gpu:8000/v1"
     assert cfg["tts"]["judge"]["base_url"] == "http://judge:8001/v1"
     assert (cfg["tts"]["test"]["dataset"], cfg["tts"]["test_mixture"]["model"]) == (
-        "swe-bench-verified", 16)  # fmt: skip
+        "swe-bench-verified",
+        16,
+    )
 
 
 def test_make_publish_passes_run_eval_and_repo_to_the_verb_and_pushes_only_with_push():
     def argv(*extra: str) -> list[str]:
-        out = subprocess.run(["make", "-n", "--no-print-directory", "publish", *extra], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["make", "-n", "--no-print-directory", "publish", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return next(shlex.split(x) for x in out.splitlines() if "/deepswe-train publish" in x)
 
     plan = argv("RUN=runs/train-tiny", "EVAL=runs/eval-tiny/model", "REPO=me/tiny")
@@ -134,8 +156,13 @@ def test_make_publish_passes_run_eval_and_repo_to_the_verb_and_pushes_only_with_
 
 # --- make reproduce (deepswe-reproduce run) ----------------------------------------------------
 def _reproduce_lines(*make_args: str) -> list[list[str]]:
-    out = subprocess.run(["make", "-n", "--no-print-directory", "reproduce", *make_args], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")  # fmt: skip
+    out = subprocess.run(
+        ["make", "-n", "--no-print-directory", "reproduce", *make_args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.replace("\\\n", " ")
     return [shlex.split(line) for line in out.splitlines() if "/deepswe-reproduce " in line]
 
 

@@ -117,8 +117,9 @@ def _run(project: dict):
 
 def _statement(project: dict, name: str, seed: str = "0:x") -> str:
     (nodeid,) = [n for n in project["sections"] if name in n]
-    attempt = Attempt("accepted", [nodeid], [], ["test_zz_mylib.py"],
-                      {nodeid: project["sections"][nodeid]})  # fmt: skip
+    attempt = Attempt(
+        "accepted", [nodeid], [], ["test_zz_mylib.py"], {nodeid: project["sections"][nodeid]}
+    )
     written = write_issue(attempt, _read(project["root"]), API, _run(project), "mylib", "1.0", seed)
     assert written.statement is not None, written.tried
     return written.statement
@@ -147,7 +148,7 @@ def test_a_failure_section_gives_its_frames_and_locals(project):
             "box",
             "compare",
             ["box = Box([1, 2])", "box.items.append(3)", "print(repr(box.size()))"],
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_each_failure_becomes_an_issue_that_passes_every_check(project, test, kind, lines):

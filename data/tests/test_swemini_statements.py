@@ -140,7 +140,7 @@ def test_a_crash_claim_is_checked_by_type_and_message():
             "f(1)\n",
             expected="ValueError: x",
             exception="KeyError: 1",
-        ),  # fmt: skip
+        ),
         Issue(
             "raises",
             "x",
@@ -148,7 +148,7 @@ def test_a_crash_claim_is_checked_by_type_and_message():
             "for a in x:\n    pass",
             "x = g()\nfor a in x:\n    pass\n",
             exception="KeyError: 1",
-        ),  # fmt: skip
+        ),
         Issue("no_raise", "f(1)", "f(1)", "f(1)", "f(1)\n", expected="ValueError"),
     ],
 )

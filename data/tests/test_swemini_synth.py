@@ -71,8 +71,15 @@ def _setup(cache: Path, sdist) -> Manifest:
     dest = cache / "sdists" / "tinycalc-1.0"
     dest.mkdir(parents=True)
     (dest / archive.name).write_bytes(archive.read_bytes())  # a cache hit: no pip, no network
-    project = Project(name="tinycalc", version="1.0", sha256=sha, src=["tinycalc"],
-                      tests=["tests"], pythonpath=".", split="train")  # fmt: skip
+    project = Project(
+        name="tinycalc",
+        version="1.0",
+        sha256=sha,
+        src=["tinycalc"],
+        tests=["tests"],
+        pythonpath=".",
+        split="train",
+    )
     return Manifest(seed=0, pytest="pytest", projects=[project])
 
 
@@ -179,6 +186,9 @@ def test_two_workers_on_a_cold_cache_share_one_venv(tmp_path, monkeypatch):
     with ProcessPoolExecutor(max_workers=2) as pool:
         pythons = list(pool.map(ensure_venv, [path, path], ["six==1.16.0"] * 2))
     assert pythons == [path / "bin" / "python"] * 2
-    done = subprocess.run([str(pythons[0]), "-c", "import six; print(six.__version__)"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [str(pythons[0]), "-c", "import six; print(six.__version__)"],
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout.strip() == "1.16.0", done.stderr

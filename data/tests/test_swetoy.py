@@ -28,16 +28,22 @@ def test_the_same_sizes_and_seed_give_the_same_rows_and_commits(tmp_path):
 def test_splits_share_no_project_or_function_and_every_fix_is_the_same_line(tmp_path):
     paths = write_dataset(tmp_path, 12, 12)
     train, test = load_tasks(paths["train"]), load_tasks(paths["test"])
-    names = {s: {t.hidden.fail_to_pass[0].split("::test_")[1] for t in ts}
-             for s, ts in (("train", train), ("test", test))}  # fmt: skip
+    names = {
+        s: {t.hidden.fail_to_pass[0].split("::test_")[1] for t in ts}
+        for s, ts in (("train", train), ("test", test))
+    }
     assert not names["train"] & names["test"] and len(names["test"]) > 3
     assert not {t.repo for t in train} & {t.repo for t in test}
     for t in train + test:
         minus = [ln for ln in t.gold_patch.splitlines() if ln.startswith("-    ")]
         plus = [ln for ln in t.gold_patch.splitlines() if ln.startswith("+    ")]
         assert (minus, plus) == ([f"-    {BUGGY}"], [f"+    {FIXED}"])
-        ops = subprocess.run(["git", "-C", t.environment.source, "show", f"{t.base_commit}:ops.py"],
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        ops = subprocess.run(
+            ["git", "-C", t.environment.source, "show", f"{t.base_commit}:ops.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert ops.count(BUGGY) == 1  # the scripted fix's old text is unique in the file
         assert t.hidden.graded_files == [t.hidden.fail_to_pass[0].split("::")[0]]
         assert "test_" not in t.problem_statement  # the statement never names the hidden test

@@ -52,8 +52,13 @@ def test_an_ordinary_patch_is_taken_with_its_paths():
     [
         (HOOK, "inside .git"),
         # git's header names one file, the ---/+++ lines another: either tool's reading counts
-        (HOOK.replace("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout",
-                      "diff --git a/ok.py b/ok.py"), "inside .git"),
+        (
+            HOOK.replace(
+                "diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout",
+                "diff --git a/ok.py b/ok.py",
+            ),
+            "inside .git",
+        ),
         (_file(".GIT/config"), "inside .git"),
         ("Index: .git/config\n" + _file("ok.py"), "inside .git"),
         ("rename from ok.py\nrename to .git/hooks/pre-commit\n", "inside .git"),
@@ -62,17 +67,25 @@ def test_an_ordinary_patch_is_taken_with_its_paths():
         (_file("calc/__pycache__/ops.cpython-311.pyc"), "bytecode"),
         (_file("calc/ops.pyc"), "bytecode"),
         ('--- /dev/null\n+++ "b/.git/hooks/\\npost-merge"\n@@ -0,0 +1 @@\n+x\n', "inside .git"),
-        ("diff --git a/x b/x\nnew file mode 120000\n" + _file("x", "+/usr/lib/python3\n"),
-         "symlink to an absolute"),
-        ("diff --git a/d/x b/d/x\nnew file mode 120000\n" + _file("d/x", "+../../etc\n"),
-         "symlink leaving"),
-        ("diff --git a/h b/h\nnew file mode 120000\n" + _file("h", "+.git/hooks\n"),
-         "symlink into .git"),
+        (
+            "diff --git a/x b/x\nnew file mode 120000\n" + _file("x", "+/usr/lib/python3\n"),
+            "symlink to an absolute",
+        ),
+        (
+            "diff --git a/d/x b/d/x\nnew file mode 120000\n" + _file("d/x", "+../../etc\n"),
+            "symlink leaving",
+        ),
+        (
+            "diff --git a/h b/h\nnew file mode 120000\n" + _file("h", "+.git/hooks\n"),
+            "symlink into .git",
+        ),
         ("1c1\n< a\n---\n> b\n", "not a unified diff"),
-        ("*** a/x\n--- b/x\n***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n",
-         "not a unified diff"),
+        (
+            "*** a/x\n--- b/x\n***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n",
+            "not a unified diff",
+        ),
     ],
-)  # fmt: skip
+)
 def test_paths_no_fix_needs_are_refused_from_the_text(patch, why):
     paths, reason = check_text(patch)
     assert why in reason and paths == []

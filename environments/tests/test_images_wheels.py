@@ -258,10 +258,22 @@ def _iris_like(tmp_path: Path) -> tuple[Path, Path]:
 def _as_wheel(sdist: Path) -> None:
     """Replace a pure sdist by its py3-none-any wheel, in the same folder."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(sdist.parent), str(sdist)],
-        check=True, capture_output=True, env={**os.environ, "PIP_FIND_LINKS": ""},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(sdist.parent),
+            str(sdist),
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PIP_FIND_LINKS": ""},
+    )
     sdist.unlink()
 
 

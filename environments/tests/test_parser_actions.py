@@ -103,10 +103,28 @@ def test_edge_cases_agree_with_r2egym():
 
 
 TOKENS = [
-    "<function=", "</function>", "<parameter=", "</parameter>", "<function", "<parameter",
-    ">", "<", "=", " ", "\n", "\t", "file_editor", "execute_bash", "cmd", "path", "x",
-    "<think>", "</think>", "</param", "function>",
-]  # fmt: skip
+    "<function=",
+    "</function>",
+    "<parameter=",
+    "</parameter>",
+    "<function",
+    "<parameter",
+    ">",
+    "<",
+    "=",
+    " ",
+    "\n",
+    "\t",
+    "file_editor",
+    "execute_bash",
+    "cmd",
+    "path",
+    "x",
+    "<think>",
+    "</think>",
+    "</param",
+    "function>",
+]
 
 
 @settings(max_examples=600, deadline=None)

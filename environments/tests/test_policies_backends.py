@@ -100,9 +100,15 @@ def test_a_seeded_policy_sends_seed_plus_reply_index_and_make_policy_pairs_episo
     from deepswe.env.policies import PolicySpec, episode_seed, make_policy
 
     _Server.mode = "ok"
-    task = Task(instance_id="t-1", repo="o/r", base_commit="0" * 40, problem_statement="s",
-                source=TaskSource.CUSTOM, test_spec=TestSpec(command="pytest", log_parser="pytest"),
-                hidden=HiddenTests(fail_to_pass=["t.py::t"]))  # fmt: skip
+    task = Task(
+        instance_id="t-1",
+        repo="o/r",
+        base_commit="0" * 40,
+        problem_statement="s",
+        source=TaskSource.CUSTOM,
+        test_spec=TestSpec(command="pytest", log_parser="pytest"),
+        hidden=HiddenTests(fail_to_pass=["t.py::t"]),
+    )
     spec = PolicySpec(name="openai", base_url=endpoint, model="m", seed=7)
     for run in (0, 0, 1):
         p = make_policy(spec, task, run)

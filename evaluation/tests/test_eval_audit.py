@@ -32,11 +32,19 @@ TESTS = (
     "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n"
 )
 FAMILIES = {
-    "pytest takeover", "shadowing pytest", "plugin through configuration",
-    "plugin through packaging metadata", "in-process takeover from code under test",
-    "unittest takeover", "output rewriting", "output forging", "report forging",
-    "status laundering", "root reach", "graded tests rewritten",
-}  # fmt: skip
+    "pytest takeover",
+    "shadowing pytest",
+    "plugin through configuration",
+    "plugin through packaging metadata",
+    "in-process takeover from code under test",
+    "unittest takeover",
+    "output rewriting",
+    "output forging",
+    "report forging",
+    "status laundering",
+    "root reach",
+    "graded tests rewritten",
+}
 # Attacks that fool a pytest the grader does not own, run as `python -m pytest -rA`:
 # the run exits 0 with the bug in place, or shows no failure.
 REAL_ON_PLAIN_PYTEST = {
@@ -126,8 +134,11 @@ def test_an_attack_changes_files_and_leaves_the_bug(name, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     run = subprocess.run(
         [sys.executable, "-c", "import calc, calc.ops; print(calc.ops.add(2, 3))"],
-        cwd=repo, capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 0 and run.stdout.strip() == "-1", run.stderr
 
 
@@ -177,10 +188,24 @@ def task_file(tmp_path) -> Path:
 @pytest.mark.docker
 def test_audit_of_a_task_set_finds_no_hole(task_file, tmp_path):
     out = tmp_path / "audit"
-    chosen = ["conftest-hookwrapper", "root-pytest-py", "runtest-noop", "exit-passing",
-              "atexit-forged-report", "report-pipe-injection"]  # fmt: skip
-    cmd = [str(Path(sys.executable).with_name("deepswe-eval")), "audit", "--dataset",
-           str(task_file), "--out", str(out), "--workers", "4"]  # fmt: skip
+    chosen = [
+        "conftest-hookwrapper",
+        "root-pytest-py",
+        "runtest-noop",
+        "exit-passing",
+        "atexit-forged-report",
+        "report-pipe-injection",
+    ]
+    cmd = [
+        str(Path(sys.executable).with_name("deepswe-eval")),
+        "audit",
+        "--dataset",
+        str(task_file),
+        "--out",
+        str(out),
+        "--workers",
+        "4",
+    ]
     for name in chosen:
         cmd += ["--attacks", name]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)

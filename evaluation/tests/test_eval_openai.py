@@ -38,8 +38,13 @@ def _server(tasks, seen: list[dict], root: str | None = None) -> ThreadingHTTPSe
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
-            model = {"id": "toy-model", "object": "model", "created": 0, "owned_by": "x",
-                     "root": root}  # fmt: skip
+            model = {
+                "id": "toy-model",
+                "object": "model",
+                "created": 0,
+                "owned_by": "x",
+                "root": root,
+            }
             data = json.dumps({"object": "list", "data": [model]}).encode()
             self.send_response(200 if self.path == "/v1/models" else 404)
             self.send_header("Content-Type", "application/json")
@@ -140,8 +145,10 @@ def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
     policy = card["eval"]["policy"]
     assert (policy["model"], policy["temperature"]) == ("toy-model", 0.7)
     assert card["served_weights"] == {
-        "model": "toy-model", "root": str(ckpt), "digest": weights_digest(ckpt)
-    }  # fmt: skip
+        "model": "toy-model",
+        "root": str(ckpt),
+        "digest": weights_digest(ckpt),
+    }
     pred = json.loads((out / "predictions/run-1.jsonl").read_text().splitlines()[0])
     assert pred["model_name_or_path"] == "toy-model" and "+    return a + b" in pred["model_patch"]
 

@@ -134,9 +134,18 @@ def test_a_python_debian_lacks_needs_a_host_interpreter(tmp_path, monkeypatch, h
     # the files' lines as pip arguments, markers decided for 3.7; no requirements-opt.txt here
     assert spec.pip_after[1:4] == [["numpy>=1.9.0"], ["AnyQt>=0.0.8"], ["psycopg2"]]
     assert spec.pip_after[4][-2:] == ["scipy", "scikit-learn"]
-    assert spec.pip_after[4][:-2] == ["setuptools<60", "numpy<1.18", "wheel", "cython<0.30",
-                                      "pytest", "PyQt5>=5.12,!=5.15.1", "PyQtWebEngine>=5.12",
-                                      "numpy>=1.9.0", "AnyQt>=0.0.8", "psycopg2"]  # fmt: skip
+    assert spec.pip_after[4][:-2] == [
+        "setuptools<60",
+        "numpy<1.18",
+        "wheel",
+        "cython<0.30",
+        "pytest",
+        "PyQt5>=5.12,!=5.15.1",
+        "PyQtWebEngine>=5.12",
+        "numpy>=1.9.0",
+        "AnyQt>=0.0.8",
+        "psycopg2",
+    ]
     assert spec.install[-1] == "ln -s Orange/tests/datasets/ datasets"
     monkeypatch.delenv("DEEPSWE_HOST_PYTHONS")
     with pytest.raises(R2EUnsupported, match="needs Python 3.7"):
@@ -201,14 +210,21 @@ def test_pip_steps_skip_an_absent_optional_file_and_refuse_an_absent_one(tmp_pat
     head = commit_repo(repo, {"requirements.txt": "six\n"}, "reqs")
     attempt = Attempt(
         "3.9",
-        (RequirementsFile("requirements.txt"), RequirementsFile("opt.txt", optional=True),
-         Packages(("pytest",)), Packages(("wheel",), upgrade=True)),
+        (
+            RequirementsFile("requirements.txt"),
+            RequirementsFile("opt.txt", optional=True),
+            Packages(("pytest",)),
+            Packages(("wheel",), upgrade=True),
+        ),
         (),
-    )  # fmt: skip
+    )
     assert pip_steps(attempt, repo, head) == [
-        list(TOOLS), ["--upgrade", "six"], ["six", "pytest"], ["--upgrade", "wheel"],
+        list(TOOLS),
+        ["--upgrade", "six"],
+        ["six", "pytest"],
+        ["--upgrade", "wheel"],
         ["six", "pytest", "wheel", "chardet"],
-    ]  # fmt: skip
+    ]
     missing = Attempt("3.9", (RequirementsFile("nope.txt"),), ())
     with pytest.raises(R2EEnvError, match="nope.txt does not exist"):
         pip_steps(missing, repo, head)
@@ -223,8 +239,12 @@ def test_a_row_needing_submodules_takes_them_from_the_mirror_else_is_unsupported
         '[submodule "doc/theme"]\n\tpath = doc/theme\n\turl = https://example.org/t.git\n'
         f'[submodule "svml"]\n\tpath = Orange/svml\n\turl = {url}\n'
     )
-    files = {".gitmodules": gitmodules, "requirements-core.txt": "", "requirements-gui.txt": "",
-             "requirements-sql.txt": ""}  # fmt: skip
+    files = {
+        ".gitmodules": gitmodules,
+        "requirements-core.txt": "",
+        "requirements-gui.txt": "",
+        "requirements-sql.txt": "",
+    }
     mirror, row = _mirror_for(tmp_path, row, files)
     repo = mirror / row.repo.replace("/", "__")
     svml = commit_repo(mirror / "example__svml", {"svml.c": "int x;\n"}, "svml")
@@ -265,10 +285,12 @@ def test_a_later_package_step_is_fitted_to_what_earlier_steps_installed(tmp_path
     git(repo, "init", "-q", "-b", "main")
     head = commit_repo(
         repo,
-        {"Makefile": ".install-deps:\n\tpip install -r requirements/dev.txt\n",
-         "requirements/dev.txt": "pytest==8.1.1\n"},
+        {
+            "Makefile": ".install-deps:\n\tpip install -r requirements/dev.txt\n",
+            "requirements/dev.txt": "pytest==8.1.1\n",
+        },
         "make",
-    )  # fmt: skip
+    )
     attempt = RECIPES["aiohttp"].attempts[0]
     steps = pip_steps(attempt, repo, head)
     assert steps[1] == ["--upgrade", "pytest==8.1.1"]

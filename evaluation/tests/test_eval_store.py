@@ -131,6 +131,9 @@ def test_cli_refuses_to_resume_with_a_different_protocol(tmp_path):
     assert metrics["counts"] == {"infra_error": 4}
     res = subprocess.run(  # the same command again retries them, and says so
         [*args, "--runs", "2", "--max-infra-errors", "4"],
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert "retrying 4 infra_error episodes" in res.stderr and res.returncode == 0, res.stderr

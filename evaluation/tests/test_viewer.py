@@ -69,8 +69,15 @@ def _browser_or_skip():
 def _step(i: int, reply: str, observation: str, exit_code: int = 0) -> Step:
     parsed = parse_action(reply)
     action = Action(name=parsed.function_name, parameters=parsed.parameters)
-    return Step(index=i, assistant=reply, action=action if parsed.has_call else None,
-                observation=observation, exit_code=exit_code, model_seconds=0.4, tool_seconds=0.1)  # fmt: skip
+    return Step(
+        index=i,
+        assistant=reply,
+        action=action if parsed.has_call else None,
+        observation=observation,
+        exit_code=exit_code,
+        model_seconds=0.4,
+        tool_seconds=0.1,
+    )
 
 
 def _episode(iid: str, run: int, outcome: Outcome, observation: str, patch: str) -> EpisodeRecord:
@@ -79,18 +86,39 @@ def _episode(iid: str, run: int, outcome: Outcome, observation: str, patch: str)
         "Fixed; submitting.\n<function=finish>\n<parameter=command>submit</parameter>\n</function>"
     )
     grade = GradeResult(
-        outcome=outcome, parser="pytest", reason=f"{outcome.value} by the hidden tests",
-        statuses={"tests/test_calc.py::test_add": TestStatus.PASSED if outcome is Outcome.RESOLVED else TestStatus.FAILED},
+        outcome=outcome,
+        parser="pytest",
+        reason=f"{outcome.value} by the hidden tests",
+        statuses={
+            "tests/test_calc.py::test_add": TestStatus.PASSED
+            if outcome is Outcome.RESOLVED
+            else TestStatus.FAILED
+        },
         f2p_failed=[] if outcome is Outcome.RESOLVED else ["tests/test_calc.py::test_add"],
-    )  # fmt: skip
+    )
     traj = Trajectory(
-        instance_id=iid, policy="scripted", ending=Ending.SUBMITTED, patch=patch,
+        instance_id=iid,
+        policy="scripted",
+        ending=Ending.SUBMITTED,
+        patch=patch,
         messages=prompts.build_messages(f"add() of {iid} subtracts"),
         steps=[_step(0, look, observation), _step(1, done, "<<< submitted >>>")],
-        outcome=outcome, reward=grade.reward, grade=grade, wall_seconds=3.0, grade_seconds=2.0,
-    )  # fmt: skip
-    return EpisodeRecord(instance_id=iid, run=run, repo="acme/calc", status=EpisodeStatus.GRADED,
-                         outcome=outcome, started_at=100.0, finished_at=106.0, trajectory=traj)  # fmt: skip
+        outcome=outcome,
+        reward=grade.reward,
+        grade=grade,
+        wall_seconds=3.0,
+        grade_seconds=2.0,
+    )
+    return EpisodeRecord(
+        instance_id=iid,
+        run=run,
+        repo="acme/calc",
+        status=EpisodeStatus.GRADED,
+        outcome=outcome,
+        started_at=100.0,
+        finished_at=106.0,
+        trajectory=traj,
+    )
 
 
 def make_run(root: Path) -> Path:
@@ -99,8 +127,13 @@ def make_run(root: Path) -> Path:
     store = RunStore(root)
     ids = ["acme__calc-a", "acme__calc-b", "acme__calc-c"]
     cfg = EvalConfig(dataset="swe-mini:test", runs=2, policy=PolicySpec(name="gold"))
-    card = RunCard(dataset=cfg.dataset, dataset_sha256="0" * 64, instance_ids=ids, eval=cfg,
-                   prompt_sha256=prompt_sha256("eval"))  # fmt: skip
+    card = RunCard(
+        dataset=cfg.dataset,
+        dataset_sha256="0" * 64,
+        instance_ids=ids,
+        eval=cfg,
+        prompt_sha256=prompt_sha256("eval"),
+    )
     atomic_write_json(store.config_path, card.model_dump(mode="json"))
     cat = "Execution output of [execute_bash]:\ndef add(a, b):\n    return a - b\n"
     for run in (0, 1):
@@ -109,10 +142,25 @@ def make_run(root: Path) -> Path:
             _episode("acme__calc-b", run, Outcome.UNRESOLVED, INJECTED if run else cat, PATCH)
         )
     store.save(_episode("acme__calc-c", 0, Outcome.UNRESOLVED, cat, ""))
-    store.save(EpisodeRecord(instance_id="acme__calc-c", run=1, repo="acme/calc", attempts=3,
-                             status=EpisodeStatus.INFRA_ERROR, reason="sandbox died: OOM"))  # fmt: skip
+    store.save(
+        EpisodeRecord(
+            instance_id="acme__calc-c",
+            run=1,
+            repo="acme/calc",
+            attempts=3,
+            status=EpisodeStatus.INFRA_ERROR,
+            reason="sandbox died: OOM",
+        )
+    )
     for run, score in ((0, 0.91), (1, 0.12)):
-        verdict = {"verifier": "ef", "instance_id": "acme__calc-b", "run": run, "status": "scored", "score": score, "detail": ""}  # fmt: skip
+        verdict = {
+            "verifier": "ef",
+            "instance_id": "acme__calc-b",
+            "run": run,
+            "status": "scored",
+            "score": score,
+            "detail": "",
+        }
         atomic_write_json(root / "verdicts" / "ef" / "acme__calc-b" / f"run-{run}.json", verdict)
     return root
 
@@ -173,8 +221,9 @@ def test_view_cli_and_report_write_the_page(tmp_path):
     build_report(run)  # what `deepswe-eval run` and `report` call
     assert "acme__calc-c" in (run / "view.html").read_text(encoding="utf-8")
     cli = str(Path(sys.executable).with_name("deepswe-eval"))
-    done = subprocess.run([cli, "view", str(run), "--out", str(tmp_path / "v.html")],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [cli, "view", str(run), "--out", str(tmp_path / "v.html")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     html = (tmp_path / "v.html").read_text(encoding="utf-8")
     assert "<title>run: swe-mini:test, policy gold</title>" in html

@@ -20,8 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def ctx_for(tmp_path: Path, lines: list[str] | None = None) -> Context:
     sink = lines if lines is not None else []
-    return Context(profile=ROOT / "configs" / "tiny.yaml", out=tmp_path / "run",
-                   cfg=ReproduceConfig(), echo=sink.append)  # fmt: skip
+    return Context(
+        profile=ROOT / "configs" / "tiny.yaml",
+        out=tmp_path / "run",
+        cfg=ReproduceConfig(),
+        echo=sink.append,
+    )
 
 
 def counting_stage(name: str, calls: list[str], fail: bool = False) -> Stage:
@@ -58,8 +62,11 @@ def test_a_failed_stage_stops_the_run_says_why_and_the_rerun_continues_there(tmp
     calls: list[str] = []
     ctx = ctx_for(tmp_path)
     reports = []
-    stages = [counting_stage("a", calls), counting_stage("b", calls, fail=True),
-              counting_stage("c", calls)]  # fmt: skip
+    stages = [
+        counting_stage("a", calls),
+        counting_stage("b", calls, fail=True),
+        counting_stage("c", calls),
+    ]
     with pytest.raises(StageFailed, match=r"exited 4 .*\n.*the cause"):
         run_pipeline(ctx, stages, after=lambda c: reports.append(1))
     assert calls == ["a", "b"] and reports == [1]  # c never started; the report was written
@@ -120,8 +127,9 @@ def test_the_32b_pipeline_stops_at_preflight_here_listing_every_missing_piece(
     monkeypatch.delenv("JUDGE_URL", raising=False)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi, whatever this machine has
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["run", "--config", str(ROOT / "configs" / "deepswe-32b.yaml"),
-                                 "--out", str(out)])  # fmt: skip
+    r = CliRunner().invoke(
+        app, ["run", "--config", str(ROOT / "configs" / "deepswe-32b.yaml"), "--out", str(out)]
+    )
     assert r.exit_code == 1, r.output
     for reason in ("gpu: no nvidia-smi", "BASE_URL: unset", "JUDGE_URL: unset"):
         assert reason in r.output

@@ -24,8 +24,22 @@ pytestmark = pytest.mark.docker
 
 
 def _eval(out: Path, dataset: Path, policy: str, runs: int = 1) -> None:
-    cmd = [sys.executable, "-m", "deepswe.eval.cli", "run", "--dataset", str(dataset), "--out",
-           str(out), "--policy", policy, "--runs", str(runs), "--workers", "2"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "deepswe.eval.cli",
+        "run",
+        "--dataset",
+        str(dataset),
+        "--out",
+        str(out),
+        "--policy",
+        policy,
+        "--runs",
+        str(runs),
+        "--workers",
+        "2",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
@@ -36,9 +50,11 @@ def run_folder(tmp_path_factory) -> tuple[Path, ReproduceConfig]:
     paths = write_dataset(tmp / "swe-toy", n_train=1, n_test=2)
     out = tmp / "run"
     cfg = ReproduceConfig.model_validate(
-        {"swe_toy": {"out": str(tmp / "swe-toy"), "train": 1, "test": 2},
-         "learning": {"dataset": str(paths["test"]), "runs": 2}}
-    )  # fmt: skip
+        {
+            "swe_toy": {"out": str(tmp / "swe-toy"), "train": 1, "test": 2},
+            "learning": {"dataset": str(paths["test"]), "runs": 2},
+        }
+    )
 
     def evals(ctx: Context) -> StageResult:
         _eval(ctx.path("eval", "learning-sft"), paths["test"], "empty", runs=2)
@@ -47,14 +63,18 @@ def run_folder(tmp_path_factory) -> tuple[Path, ReproduceConfig]:
 
     def train(ctx: Context) -> StageResult:
         (ctx.path("train")).mkdir(parents=True, exist_ok=True)
-        rows = [{"step": s, "reward/mean": r, "filter/trained": 8 - m, "filter/masked": m}
-                for s, r, m in ((1, 0.25, 2), (2, 0.5, 1), (3, 0.875, 0))]  # fmt: skip
+        rows = [
+            {"step": s, "reward/mean": r, "filter/trained": 8 - m, "filter/masked": m}
+            for s, r, m in ((1, 0.25, 2), (2, 0.5, 1), (3, 0.875, 0))
+        ]
         ctx.path("train", "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         return StageResult(numbers={"steps": 3})
 
     ctx = Context(profile=ROOT / "configs" / "tiny.yaml", out=out, cfg=cfg, echo=lambda m: None)
-    stages = [Stage("train", "a stand-in training record", train),
-              Stage("evals", "gold and empty on held-out swe-toy", evals)]  # fmt: skip
+    stages = [
+        Stage("train", "a stand-in training record", train),
+        Stage("evals", "gold and empty on held-out swe-toy", evals),
+    ]
     run_pipeline(ctx, stages, setup_seconds=30)
     return out, cfg
 
@@ -65,7 +85,11 @@ def test_outcomes_and_pairs_are_read_from_the_episodes(run_folder):
     assert dict(counts) == {"swe-toy (held-out)": {"resolved": 4}}
     assert outcome_counts(out / "eval" / "learning-sft")["swe-toy (held-out)"]["unresolved"] == 4
     assert paired(out / "eval" / "learning-sft", out / "eval" / "learning-trained") == {
-        "pairs": 4, "only_trained": 4, "only_sft": 0, "both": 0}  # fmt: skip
+        "pairs": 4,
+        "only_trained": 4,
+        "only_sft": 0,
+        "both": 0,
+    }
 
 
 def test_report_md_and_html_hold_the_numbers_and_working_links(run_folder):
@@ -95,10 +119,15 @@ def test_the_report_of_a_failed_run_says_where_it_stopped(tmp_path):
         ctx.sh(sys.executable, "-c", "import sys; sys.exit('no Docker engine')")
         return StageResult()
 
-    ctx = Context(profile=ROOT / "configs" / "tiny.yaml", out=tmp_path / "run",
-                  cfg=ReproduceConfig(), echo=lambda m: None)  # fmt: skip
+    ctx = Context(
+        profile=ROOT / "configs" / "tiny.yaml",
+        out=tmp_path / "run",
+        cfg=ReproduceConfig(),
+        echo=lambda m: None,
+    )
     with pytest.raises(Exception, match="no Docker engine"):
-        run_pipeline(ctx, [Stage("preflight", "checks", broken)],
-                     after=lambda c: write_report(c.out, c.cfg))  # fmt: skip
+        run_pipeline(
+            ctx, [Stage("preflight", "checks", broken)], after=lambda c: write_report(c.out, c.cfg)
+        )
     md = (ctx.out / "REPORT.md").read_text()
     assert "Stopped at preflight" in md and "no Docker engine" in md

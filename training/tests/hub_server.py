@@ -70,8 +70,9 @@ class HubState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def commit(self, repo: Repo, branch: str, files: dict[str, tuple[str, bool]]) -> str:
-        oid = hashlib.sha1(json.dumps([branch, sorted(files.items()), len(repo.commits)])
-                           .encode()).hexdigest()  # fmt: skip
+        oid = hashlib.sha1(
+            json.dumps([branch, sorted(files.items()), len(repo.commits)]).encode()
+        ).hexdigest()
         repo.commits[oid] = files
         repo.move(branch, oid)
         return oid
@@ -145,8 +146,9 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, p: list[str], q: dict):
         s = self.state
         if p[:2] == ["api", "whoami-v2"]:
-            return self._authed() and self._send(200, {"type": "user", "name": s.user,
-                                                       "orgs": [], "auth": {}})  # fmt: skip
+            return self._authed() and self._send(
+                200, {"type": "user", "name": s.user, "orgs": [], "auth": {}}
+            )
         if p[:3] == ["api", "repos", "create"]:
             return self._authed() and self._create(json.loads(self._body()))
         if p[:2] == ["api", "validate-yaml"]:
@@ -170,8 +172,11 @@ class Handler(BaseHTTPRequestHandler):
             ok = len(s.blobs.get(want["oid"], b"")) == want["size"] and want["oid"] in s.blobs
             return self._send(200, {}) if ok else self._error(404, "object not uploaded")
         kind, rest = _kind_and_rest(p)
-        if len(rest) >= 2 and rest[1].endswith(".git") and rest[2:] == ["info", "lfs", "objects",
-                                                                         "batch"]:  # fmt: skip
+        if (
+            len(rest) >= 2
+            and rest[1].endswith(".git")
+            and rest[2:] == ["info", "lfs", "objects", "batch"]
+        ):
             return self._authed() and self._lfs_batch(json.loads(self._body()))
         if len(rest) >= 4 and rest[2] == "resolve":
             return self._resolve(kind, f"{rest[0]}/{rest[1]}", rest[3], "/".join(rest[4:]))
@@ -212,13 +217,21 @@ class Handler(BaseHTTPRequestHandler):
         if op == "revision":
             return self._info(kind, repo_id, repo, rev)
         if op == "refs":
-            return self._send(200, {"branches": [{"name": b, "ref": f"refs/heads/{b}",
-                                                  "targetCommit": c}
-                                                 for b, c in repo.branches.items()],
-                                    "tags": [], "converts": [],
-                                    "pullRequests": [{"name": f"refs/pr/{n}",
-                                                      "ref": f"refs/pr/{n}", "targetCommit": c}
-                                                     for n, c in repo.prs.items()]})  # fmt: skip
+            return self._send(
+                200,
+                {
+                    "branches": [
+                        {"name": b, "ref": f"refs/heads/{b}", "targetCommit": c}
+                        for b, c in repo.branches.items()
+                    ],
+                    "tags": [],
+                    "converts": [],
+                    "pullRequests": [
+                        {"name": f"refs/pr/{n}", "ref": f"refs/pr/{n}", "targetCommit": c}
+                        for n, c in repo.prs.items()
+                    ],
+                },
+            )
         if not self._authed():
             return None
         if op == "branch":
@@ -241,9 +254,16 @@ class Handler(BaseHTTPRequestHandler):
                 404, {"error": "Invalid rev id"}, {"X-Error-Code": "RevisionNotFound"}
             )
         files = repo.commits[sha]
-        return self._send(200, {"id": repo_id, "_id": repo_id, "sha": sha,
-                                "private": repo.private, "siblings":
-                                [{"rfilename": f} for f in sorted(files)]})  # fmt: skip
+        return self._send(
+            200,
+            {
+                "id": repo_id,
+                "_id": repo_id,
+                "sha": sha,
+                "private": repo.private,
+                "siblings": [{"rfilename": f} for f in sorted(files)],
+            },
+        )
 
     def _preupload(self, repo_id: str, repo: Repo, rev: str, body: dict):
         if self.state.intrude and rev == "main" and self.state.intrude_repo in (None, repo_id):
@@ -260,8 +280,14 @@ class Handler(BaseHTTPRequestHandler):
                 f["size"] >= 10 * 1024 * 1024 or f["path"].endswith(LFS_SUFFIXES) or b"\0" in sample
             )
             remote = files.get(f["path"])
-            out.append({"path": f["path"], "uploadMode": "lfs" if lfs else "regular",
-                        "shouldIgnore": False, "oid": remote[0] if remote else None})  # fmt: skip
+            out.append(
+                {
+                    "path": f["path"],
+                    "uploadMode": "lfs" if lfs else "regular",
+                    "shouldIgnore": False,
+                    "oid": remote[0] if remote else None,
+                }
+            )
         return self._send(200, {"files": out, "commitOid": repo.ref(rev)})
 
     def _lfs_batch(self, body: dict):
@@ -274,11 +300,17 @@ class Handler(BaseHTTPRequestHandler):
             elif chunk and o["size"] > chunk:
                 n = -(-o["size"] // chunk)
                 parts = {str(i): f"{base}/lfs-part/{o['oid']}/{i}" for i in range(1, n + 1)}
-                obj["actions"] = {"upload": {"href": f"{base}/lfs-complete/{o['oid']}",
-                                             "header": {"chunk_size": str(chunk), **parts}}}  # fmt: skip
+                obj["actions"] = {
+                    "upload": {
+                        "href": f"{base}/lfs-complete/{o['oid']}",
+                        "header": {"chunk_size": str(chunk), **parts},
+                    }
+                }
             else:
-                obj["actions"] = {"upload": {"href": f"{base}/lfs-upload/{o['oid']}"},
-                                  "verify": {"href": f"{base}/lfs-verify/{o['oid']}"}}  # fmt: skip
+                obj["actions"] = {
+                    "upload": {"href": f"{base}/lfs-upload/{o['oid']}"},
+                    "verify": {"href": f"{base}/lfs-verify/{o['oid']}"},
+                }
             objects.append(obj)
         return self._send(200, {"transfer": "basic", "objects": objects})
 
@@ -328,8 +360,11 @@ class Handler(BaseHTTPRequestHandler):
                     return self._error(422, f"LFS object {v['oid']} was never uploaded")
                 files[v["path"]] = (v["oid"], True)
             elif x["key"] in ("deletedFile", "deletedFolder"):
-                files = {k: f for k, f in files.items() if k != v["path"]
-                         and not k.startswith(v["path"].rstrip("/") + "/")}  # fmt: skip
+                files = {
+                    k: f
+                    for k, f in files.items()
+                    if k != v["path"] and not k.startswith(v["path"].rstrip("/") + "/")
+                }
         branch = rev
         if create_pr:  # the target branch does not move; the PR's ref gets the commit
             branch = f"refs/pr/{len(repo.prs) + 1}"
@@ -337,8 +372,9 @@ class Handler(BaseHTTPRequestHandler):
         oid = s.commit(repo, branch, files)
         prefix = f"{self._base()}/{'' if kind == 'model' else kind + 's/'}{repo_id}"
         pr = f"{prefix}/discussions/{branch.split('/')[-1]}" if create_pr else None
-        return self._send(200, {"commitUrl": f"{prefix}/commit/{oid}", "commitOid": oid,
-                                "pullRequestUrl": pr})  # fmt: skip
+        return self._send(
+            200, {"commitUrl": f"{prefix}/commit/{oid}", "commitOid": oid, "pullRequestUrl": pr}
+        )
 
     def _resolve(self, kind: str, repo_id: str, rev: str, path: str):
         repo = self.state.repos.get((kind, repo_id))

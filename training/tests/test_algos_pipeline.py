@@ -61,9 +61,16 @@ def run_update(device: str, dtype: torch.dtype, micro: int | None):
         logits = xs[sl] @ w
         lp = torch.log_softmax(logits, -1).gather(-1, ys[sl][..., None]).squeeze(-1)
         loss, metrics = ppo_clip_loss(
-            lp, old_lp[sl], adv_tok[sl], loss_mask[sl], cfg.eps_low, cfg.eps_high,
-            cfg.loss_agg, cfg.loss_constant, denom,
-        )  # fmt: skip
+            lp,
+            old_lp[sl],
+            adv_tok[sl],
+            loss_mask[sl],
+            cfg.eps_low,
+            cfg.eps_high,
+            cfg.loss_agg,
+            cfg.loss_constant,
+            denom,
+        )
         loss.backward()
         total += loss.detach()
         assert all(map(lambda f: f == f, metrics.as_dict().values()))  # no nan metrics

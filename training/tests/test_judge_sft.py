@@ -50,11 +50,22 @@ def pools() -> dict[str, list[Candidate]]:
         for run, ok in enumerate((True, False)):
             act = "<function=execute_bash>\n<parameter=cmd>pytest</parameter>\n</function>"
             traj = Trajectory(
-                instance_id=iid, policy="t", messages=[], ending=Ending.SUBMITTED,
+                instance_id=iid,
+                policy="t",
+                messages=[],
+                ending=Ending.SUBMITTED,
                 steps=[Step(index=0, assistant=f"check {t}\n{act}", observation="1 passed")],
-            )  # fmt: skip
-            out[iid].append(Candidate(instance_id=iid, run=run, resolved=ok, trajectory=traj,
-                                      patch=f"+fix {t} {run}", problem_statement=f"bug {t}"))  # fmt: skip
+            )
+            out[iid].append(
+                Candidate(
+                    instance_id=iid,
+                    run=run,
+                    resolved=ok,
+                    trajectory=traj,
+                    patch=f"+fix {t} {run}",
+                    problem_statement=f"bug {t}",
+                )
+            )
     return out
 
 
@@ -69,9 +80,16 @@ def test_a_few_lora_steps_lower_the_held_out_loss(model_dir, tmp_path):
     text = load_tokenizer(model_dir).decode(trained)
     assert text == rows[0].messages[-1]["content"] + "<|im_end|>"  # only the target is trained
     cfg = JudgeSFTConfig(
-        model=str(model_dir), lora=LoRASettings(rank=8, alpha=16), lr=2e-2, epochs=3,
-        warmup_ratio=0.1, batch_size=4, heldout_fraction=0.25, seed=0, threads=1,
-    )  # fmt: skip
+        model=str(model_dir),
+        lora=LoRASettings(rank=8, alpha=16),
+        lr=2e-2,
+        epochs=3,
+        warmup_ratio=0.1,
+        batch_size=4,
+        heldout_fraction=0.25,
+        seed=0,
+        threads=1,
+    )
     m = train_judge(cfg, rows, tmp_path / "judge", log=lambda _: None)
     assert (m["train_rows"], m["heldout_rows"], m["steps"]) == (12, 4, 9)
     assert m["heldout_loss_after"] < 0.5 * m["heldout_loss_before"]
@@ -106,16 +124,24 @@ def test_vllm_serves_the_trained_judge_and_its_top_logprobs_give_the_score(tmp_p
     p = pools()
     count = ChatTokens(load_tokenizer(base))
     rows = build_judge_rows(p, dict.fromkeys(p, "train"), count, 4096, log=lambda _: None)
-    cfg = JudgeSFTConfig(model=str(base), lora=LoRASettings(rank=8, alpha=16), lr=2e-2,
-                         epochs=24, batch_size=4, heldout_fraction=0.0, threads=2)  # fmt: skip
+    cfg = JudgeSFTConfig(
+        model=str(base),
+        lora=LoRASettings(rank=8, alpha=16),
+        lr=2e-2,
+        epochs=24,
+        batch_size=4,
+        heldout_fraction=0.0,
+        threads=2,
+    )
     out = tmp_path_factory.mktemp("vllm-judge") / "judge"
     train_judge(cfg, rows, out, log=lambda _: None)
     prompt = rows[0].messages[:2]
     local = LocalJudge(out / "merged").judge(prompt)
     server = VLLMServer(out / "merged")
     try:
-        ep = EndpointJudgeConfig(base_url=server.url + "/v1", model="policy",
-                                 tokenizer=str(out / "merged"), retries=0)  # fmt: skip
+        ep = EndpointJudgeConfig(
+            base_url=server.url + "/v1", model="policy", tokenizer=str(out / "merged"), retries=0
+        )
         got = EndpointJudge(ep).judge(prompt)
     finally:
         server.stop()

@@ -63,8 +63,15 @@ def test_the_32b_profile_fits_an_h100_in_every_phase_with_the_rollout_at_the_pea
     reference = 6 * 86400 / 200  # DeepSWE-Preview: ~200 steps in ~6 days
     assert est < reference < bound
     text = "\n".join(b.lines())
-    for needle in ("32.76 B parameters", "TP 8 x PP 1 x CP 1 x DP 8", "peak: rollout",
-                   "43 min a step", "(NVIDIA datasheet)", "(ours)", "evaluation server"):  # fmt: skip
+    for needle in (
+        "32.76 B parameters",
+        "TP 8 x PP 1 x CP 1 x DP 8",
+        "peak: rollout",
+        "43 min a step",
+        "(NVIDIA datasheet)",
+        "(ours)",
+        "evaluation server",
+    ):
         assert needle in text, needle
 
 
@@ -79,8 +86,10 @@ def test_a_plan_that_does_not_fit_names_the_phase_and_what_to_change():
     assert not small.fits and "A100 40GB has 40 GB" in small.problem()
     assert "DOES NOT FIT" in "\n".join(small.lines())
     # Context parallelism splits the activations and logits (and shards the optimizer wider).
-    base, cp2 = estimate(_32b()), estimate(_32b("cluster.gpus=128", "backend.parallel."
-                                                "context_parallel=2"))  # fmt: skip
+    base, cp2 = (
+        estimate(_32b()),
+        estimate(_32b("cluster.gpus=128", "backend.parallel.context_parallel=2")),
+    )
     u0, u2 = ({p.name: p for p in x.phases}["update"].parts for x in (base, cp2))
     assert u2["activations"] == pytest.approx(u0["activations"] / 2)
     assert u2["logits"] == pytest.approx(u0["logits"] / 2)
@@ -134,8 +143,16 @@ def test_plan_verb_prints_the_budget_and_exits_3_when_it_does_not_fit():
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 64, reason="this machine has the 64 GPUs")
 def test_training_the_32b_profile_here_prints_the_plan_then_stops_with_the_reasons():
-    result = runner.invoke(app, ["train", "--config", str(CONFIGS / "deepswe-32b.yaml"),
-                                 "--out", "/nonexistent/never-written"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            str(CONFIGS / "deepswe-32b.yaml"),
+            "--out",
+            "/nonexistent/never-written",
+        ],
+    )
     assert result.exit_code == EXIT_CANNOT_RUN
     assert "memory a GPU" in result.stderr and "launch:" in result.stderr
     assert "cluster.gpus: this profile needs 64 GPUs" in result.stderr
@@ -143,8 +160,17 @@ def test_training_the_32b_profile_here_prints_the_plan_then_stops_with_the_reaso
     assert not Path("/nonexistent/never-written").exists()
     # On a Ray cluster's head node (the plan's launch line) the GPUs are the cluster's, counted
     # when the placement group is reserved: this machine's count is no reason to stop.
-    joined = runner.invoke(app, ["train", "--config", str(CONFIGS / "deepswe-32b.yaml"),
-                                 "--out", "/nonexistent/never-written", "cluster.address=auto"])  # fmt: skip
+    joined = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            str(CONFIGS / "deepswe-32b.yaml"),
+            "--out",
+            "/nonexistent/never-written",
+            "cluster.address=auto",
+        ],
+    )
     assert joined.exit_code == EXIT_CANNOT_RUN and "launch:" in joined.stderr
     assert "GPUs; found" not in joined.stderr
     assert "huggingface-cli download Qwen/Qwen3-32B" in joined.stderr

@@ -66,7 +66,9 @@ def test_validate_config_names_the_file_and_the_unknown_key(tmp_path):
     assert f"{bad}: invalid config" in result.output and "run.sede: unknown key" in result.output
     assert "Traceback" not in result.output and result.stdout == ""  # nothing printed as valid
 
-    override = runner.invoke(app, ["validate-config", str(CONFIGS / "tiny.yaml"), "rollout.group_size=0"])  # fmt: skip
+    override = runner.invoke(
+        app, ["validate-config", str(CONFIGS / "tiny.yaml"), "rollout.group_size=0"]
+    )
     assert override.exit_code == EXIT_INVALID and "rollout.group_size" in override.output
 
 
@@ -102,9 +104,19 @@ def test_train_runs_refuses_a_used_folder_and_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer, "load_config", counted)
     model = build_test_model(tmp_path / "model")
     out = tmp_path / "run"
-    args = ["train", "--config", str(CONFIGS / "tiny.yaml"), "--out", str(out),
-            f"model.path={model}", "data.source=text", "run.steps=1", "run.tensorboard=false",
-            "rollout.max_tokens_per_turn=4", "algo.loss_constant=8"]  # fmt: skip
+    args = [
+        "train",
+        "--config",
+        str(CONFIGS / "tiny.yaml"),
+        "--out",
+        str(out),
+        f"model.path={model}",
+        "data.source=text",
+        "run.steps=1",
+        "run.tensorboard=false",
+        "rollout.max_tokens_per_turn=4",
+        "algo.loss_constant=8",
+    ]
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert parsed == [CONFIGS / "tiny.yaml"]  # once per run
@@ -123,9 +135,17 @@ def test_train_runs_refuses_a_used_folder_and_resumes(tmp_path, monkeypatch):
 
 
 def test_train_stops_before_starting_when_the_model_is_missing(tmp_path):
-    result = runner.invoke(app, ["train", "--config", str(CONFIGS / "tiny.yaml"),
-                                 "--out", str(tmp_path / "run"),
-                                 f"model.path={tmp_path / 'none'}"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--config",
+            str(CONFIGS / "tiny.yaml"),
+            "--out",
+            str(tmp_path / "run"),
+            f"model.path={tmp_path / 'none'}",
+        ],
+    )
     assert result.exit_code == EXIT_CANNOT_RUN
     assert "deepswe-train init-model --out" in result.output
     assert not (tmp_path / "run").exists()

@@ -62,16 +62,23 @@ def test_the_tiny_profile_is_a_cpu_plan():
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        (["engine.tensor_parallel=16"], r"engine.tensor_parallel 16 must divide "
-         r"cluster.gpus_per_node 8 \(a vLLM tensor-parallel group lives on one node\)"),
+        (
+            ["engine.tensor_parallel=16"],
+            r"engine.tensor_parallel 16 must divide "
+            r"cluster.gpus_per_node 8 \(a vLLM tensor-parallel group lives on one node\)",
+        ),
         (["cluster.gpus=60"], r"cluster.gpus 60 is not a multiple of cluster.gpus_per_node 8"),
-        (["cluster.gpus=8", "backend.parallel.pipeline_parallel=2"],
-         r"backend.parallel: TP\*PP\*CP = 16 must divide cluster.gpus 8"),
-        (["cluster.gpus_per_node=4", "engine.tensor_parallel=4"],
-         r"backend.parallel.tensor_parallel 8 must divide cluster.gpus_per_node 4 \(tensor"),
+        (
+            ["cluster.gpus=8", "backend.parallel.pipeline_parallel=2"],
+            r"backend.parallel: TP\*PP\*CP = 16 must divide cluster.gpus 8",
+        ),
+        (
+            ["cluster.gpus_per_node=4", "engine.tensor_parallel=4"],
+            r"backend.parallel.tensor_parallel 8 must divide cluster.gpus_per_node 4 \(tensor",
+        ),
         (["cluster.gpus=4"], r"engine.tensor_parallel 8 must divide cluster.gpus 4 \(one node\)"),
     ],
-)  # fmt: skip
+)
 def test_a_layout_that_cannot_be_placed_names_the_field(overrides, match):
     with pytest.raises(ValueError, match=match):
         placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", overrides))
@@ -80,9 +87,12 @@ def test_a_layout_that_cannot_be_placed_names_the_field(overrides, match):
 def test_a_cpu_plan_has_tp_x_pp_x_cp_x_cpu_data_parallel_trainer_ranks_of_their_own_cpus():
     cfg = load_config(
         CONFIGS / "tiny.yaml",
-        ["backend.parallel.tensor_parallel=2", "cluster.cpu_data_parallel=2",
-         "cluster.cpus_per_trainer_rank=2"],
-    )  # fmt: skip
+        [
+            "backend.parallel.tensor_parallel=2",
+            "cluster.cpu_data_parallel=2",
+            "cluster.cpus_per_trainer_rank=2",
+        ],
+    )
     plan = placement_plan(cfg)
     assert (plan.trainer_world, plan.trainer_tp, plan.trainer_dp) == (4, 2, 2)
     assert plan.trainer_bundles() == [{"CPU": 2.0}] * 4
@@ -97,13 +107,19 @@ def test_trainer_ranks_are_refused_where_they_cannot_run():
     CPU world above 1 needs Ray and a backend that splits the work."""
     gpu = load_config(CONFIGS / "tiny.yaml", ["cluster.gpus=8", "engine.tensor_parallel=4"])
     assert placement_plan(gpu).trainer_world == 8
-    with pytest.raises(ValueError, match="backend.name 'hf': 8 trainer ranks on GPUs run the "
-                       "megatron backend on CUDA with vLLM inside the ranks; set backend.name "
-                       "megatron"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match="backend.name 'hf': 8 trainer ranks on GPUs run the "
+        "megatron backend on CUDA with vLLM inside the ranks; set backend.name "
+        "megatron",
+    ):
         RayScheduler.start(gpu)
     tp4 = load_config(CONFIGS / "deepswe-32b.yaml", ["engine.tensor_parallel=4"])
-    with pytest.raises(ValueError, match=r"engine.tensor_parallel 4: an engine inside the trainer "
-                       r"ranks spans one model-parallel group \(TP x CP = 8\) or one GPU"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"engine.tensor_parallel 4: an engine inside the trainer "
+        r"ranks spans one model-parallel group \(TP x CP = 8\) or one GPU",
+    ):
         RayScheduler.start(tp4)
     with pytest.raises(ValueError, match="cluster.cpu_data_parallel 2 is for CPU runs"):
         placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.cpu_data_parallel=2"]))
@@ -139,14 +155,18 @@ def text_cfg(model_dir: Path, **run) -> TrainConfig:
             "run": {"seed": 7, "tensorboard": False, **run},
             "model": {"path": str(model_dir)},
             "data": {"source": "text", "text": {"target": "s"}},
-            "rollout": {"tasks_per_step": 2, "group_size": 4, "concurrency": 3,
-                        "max_tokens_per_turn": 6},
+            "rollout": {
+                "tasks_per_step": 2,
+                "group_size": 4,
+                "concurrency": 3,
+                "max_tokens_per_turn": 6,
+            },
             "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 3}},
             "algo": {"loss_constant": 8},
             "cluster": {"rollout_workers": 2},
         },
         "test",
-    )  # fmt: skip
+    )
 
 
 def episodes(run_dir: Path, step: int) -> list[dict]:
@@ -212,8 +232,15 @@ def test_both_schedulers_build_the_same_policy_for_a_rollout(model_dir, tmp_path
     play = trainer.source.rollout
 
     def spy(task, policy):
-        built.append((task.instance_id, policy.seed, policy.temperature, policy.max_tokens,
-                      policy.max_context_tokens))  # fmt: skip
+        built.append(
+            (
+                task.instance_id,
+                policy.seed,
+                policy.temperature,
+                policy.max_tokens,
+                policy.max_context_tokens,
+            )
+        )
         return play(task, policy)
 
     trainer.source.rollout = spy
@@ -278,8 +305,12 @@ def test_a_spine_step_on_ray_equals_the_local_step(model_dir, ray_with_gpus, tmp
             "run": {"steps": 1, "tensorboard": False},
             "model": {"path": str(model_dir)},
             "data": {"source": "spine", "path": str(tasks)},
-            "rollout": {"tasks_per_step": 1, "group_size": 2, "concurrency": 2,
-                        "max_tokens_per_turn": 16},
+            "rollout": {
+                "tasks_per_step": 1,
+                "group_size": 2,
+                "concurrency": 2,
+                "max_tokens_per_turn": 16,
+            },
             "episode": {"max_steps": 2, "sandbox": {"memory": "1g", "pids": 256}},
             "algo": {"loss_constant": 64, "mask_endings": []},
             # Rewards are all 0 (a random model), so the gradient is too: at this lr AdamW's
@@ -287,7 +318,7 @@ def test_a_spine_step_on_ray_equals_the_local_step(model_dir, ray_with_gpus, tmp
             "backend": {"optim": {"lr": 1e-2}},
         },
         "test",
-    )  # fmt: skip
+    )
     (here,) = Trainer.setup(cfg, tmp_path / "local").train()
     trainer = Trainer.setup(with_scheduler(cfg, "ray"), tmp_path / "ray")
     try:
@@ -325,9 +356,13 @@ def test_engine_replicas_hold_tp_gpus_each(model_dir, ray_with_gpus):
 
     cfg = load_config(
         CONFIGS / "tiny.yaml",
-        [f"model.path={model_dir}", "cluster.gpus=8", "engine.tensor_parallel=4",
-         "cluster.rollout_workers=1"],
-    )  # fmt: skip
+        [
+            f"model.path={model_dir}",
+            "cluster.gpus=8",
+            "engine.tensor_parallel=4",
+            "cluster.rollout_workers=1",
+        ],
+    )
     plan = placement_plan(cfg)
     assert (plan.engine_replicas, plan.trainer_world, len(plan.bundles())) == (2, 8, 8)
     pg = reserve(plan, timeout_s=30)
@@ -376,10 +411,13 @@ def test_ranked_backend_on_two_data_parallel_ranks_matches_hf_and_reloads(
     this process on the same batch; its checkpoint loads into two fresh ranks (file rendezvous);
     a call that outlives its timeout, or a dead rank, is reported naming the ranks."""
     cfg = validate(
-        {"model": {"path": str(model_dir)}, "data": {"source": "text"},
-         "backend": {"name": "megatron", "optim": OPTIM.model_dump()}},
+        {
+            "model": {"path": str(model_dir)},
+            "data": {"source": "text"},
+            "backend": {"name": "megatron", "optim": OPTIM.model_dump()},
+        },
         "test",
-    )  # fmt: skip
+    )
     hf = HFBackend(model_dir, optim=OPTIM)
     vocab = hf.model.config.vocab_size
     ref = run_backend(hf, random_batch(vocab))
@@ -392,8 +430,10 @@ def test_ranked_backend_on_two_data_parallel_ranks_matches_hf_and_reloads(
         ranked.close()
     lp_diff = (got["lp"] - ref["lp"]).abs().max().item()
     w_diff = max((got["w"][k] - ref["w"][k]).abs().max().item() for k in ref["w"])
-    print(f"DP 2 rank actors vs hf: logprob {lp_diff:.1e}, weights {w_diff:.1e}, loss "
-          f"{got['loss']!r} / {ref['loss']!r}, norm {got['norm']!r} / {ref['norm']!r}")  # fmt: skip
+    print(
+        f"DP 2 rank actors vs hf: logprob {lp_diff:.1e}, weights {w_diff:.1e}, loss "
+        f"{got['loss']!r} / {ref['loss']!r}, norm {got['norm']!r} / {ref['norm']!r}"
+    )
     assert lp_diff < 1e-5 and w_diff < 1e-5
     assert got["loss"] == pytest.approx(ref["loss"], rel=1e-5)
     assert got["norm"] == pytest.approx(ref["norm"], rel=1e-4) and ref["norm"] > OPTIM.grad_clip
@@ -404,8 +444,11 @@ def test_ranked_backend_on_two_data_parallel_ranks_matches_hf_and_reloads(
     try:
         fresh.load(tmp_path / "ckpt")
         fresh.timeout_s = 1e-3
-        with pytest.raises(RuntimeError, match=r"forward_logprobs: rank\(s\) \[0, 1\] of 2 did "
-                           r"not answer within 0.001 s"):  # fmt: skip
+        with pytest.raises(
+            RuntimeError,
+            match=r"forward_logprobs: rank\(s\) \[0, 1\] of 2 did "
+            r"not answer within 0.001 s",
+        ):
             fresh.forward_logprobs(random_batch(vocab).rollout)
         fresh.timeout_s = 120
         loaded = fresh.state_dict()  # queued behind that call on every rank
@@ -466,8 +509,10 @@ def assert_same_steps(want: list[dict], got: list[dict], what: str) -> None:
     """Two runs' step records agree: equal reward and trained tokens, loss and grad norm to
     float rounding."""
     for w, g in zip(want, got, strict=True):
-        print(f"step {g['step']}: {what}: loss {w['actor/loss']!r} / {g['actor/loss']!r}, grad "
-              f"norm {w['actor/grad_norm']!r} / {g['actor/grad_norm']!r}")  # fmt: skip
+        print(
+            f"step {g['step']}: {what}: loss {w['actor/loss']!r} / {g['actor/loss']!r}, grad "
+            f"norm {w['actor/grad_norm']!r} / {g['actor/grad_norm']!r}"
+        )
         assert g["reward/mean"] == w["reward/mean"]
         assert g["tokens/trained"] == w["tokens/trained"]
         # On-policy (ratio 1) the loss is the advantages' sum, 0 up to rounding (leave-one-out
@@ -483,12 +528,17 @@ def test_cpu_colocate_places_the_engines_inside_the_trainer_ranks(model_dir):
     assert plan.replica_bundles() == [] and len(plan.trainer_bundles()) == 2
     assert "inside the trainer ranks" in plan.describe()
     with pytest.raises(ValueError, match="cluster.cpu_colocate: the engines live in trainer-rank"):
-        placement_plan(megatron_cfg(model_dir, cpu_colocate=True).model_copy(
-            update={"backend": cfg.backend.model_copy(update={"name": "hf"})}))  # fmt: skip
+        placement_plan(
+            megatron_cfg(model_dir, cpu_colocate=True).model_copy(
+                update={"backend": cfg.backend.model_copy(update={"name": "hf"})}
+            )
+        )
     with pytest.raises(ValueError, match="cluster.cpu_colocate is for CPU runs"):
         placement_plan(load_config(CONFIGS / "deepswe-32b.yaml", ["cluster.cpu_colocate=true"]))
-    with pytest.raises(ValueError, match="cpu_colocate: the engines live in trainer-rank actors; "
-                       "set cluster.scheduler ray"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match="cpu_colocate: the engines live in trainer-rank actors; set cluster.scheduler ray",
+    ):
         check_runnable(megatron_cfg(model_dir, cpu_colocate=True))
 
 
@@ -550,9 +600,13 @@ def test_gpu_ranks_take_one_gpu_each_in_their_engines_bundle(ray_with_gpus):
     assert [plan.rank_bundle(r) for r in range(8)] == [0] * 8
     tp4 = load_config(
         CONFIGS / "deepswe-32b.yaml",
-        ["cluster.gpus=8", "cluster.rollout_workers=1", "engine.tensor_parallel=4",
-         "backend.parallel.tensor_parallel=4"],
-    )  # fmt: skip
+        [
+            "cluster.gpus=8",
+            "cluster.rollout_workers=1",
+            "engine.tensor_parallel=4",
+            "backend.parallel.tensor_parallel=4",
+        ],
+    )
     plan = placement_plan(tp4)
     check_gpu_ranks(tp4, plan)
     assert [plan.rank_bundle(r) for r in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
@@ -599,9 +653,13 @@ def test_an_engine_spanning_the_group_fans_every_request_out_in_step(
         n_weights = len(trainer.backend.state_dict())
         # the same generate calls on both ranks (batched: requests >= batches)
         assert states[0] == states[1] and states[0]["requests"] >= states[0]["batches"] > 0
-        assert states[0] == {"asleep": False, "naps": 1, "synced": n_weights,
-                             "batches": states[0]["batches"],
-                             "requests": states[0]["requests"]}  # fmt: skip
+        assert states[0] == {
+            "asleep": False,
+            "naps": 1,
+            "synced": n_weights,
+            "batches": states[0]["batches"],
+            "requests": states[0]["requests"],
+        }
     finally:
         trainer.close()
     assert_same_steps(want, got, "separate engine vs an engine fanned out over TP 2")

@@ -44,9 +44,14 @@ def test_unknown_keys_are_rejected_by_name(tmp_path, key, value):
 def test_overrides_are_parsed_as_yaml_and_applied_in_order(tmp_path):
     cfg = load_config(
         write(tmp_path, BASE),
-        ["rollout.group_size=2", "rollout.group_size=3", "algo.mask_endings=[max_steps]",
-         "backend.optim.betas=[0.8, 0.9]", "run.name=x=y"],
-    )  # fmt: skip
+        [
+            "rollout.group_size=2",
+            "rollout.group_size=3",
+            "algo.mask_endings=[max_steps]",
+            "backend.optim.betas=[0.8, 0.9]",
+            "run.name=x=y",
+        ],
+    )
     assert cfg.rollout.group_size == 3
     assert cfg.algo.mask_endings == frozenset({"max_steps"})
     assert cfg.backend.optim.betas == (0.8, 0.9)

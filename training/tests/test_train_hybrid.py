@@ -119,6 +119,19 @@ def test_the_serving_rank_batches_requests_that_arrive_together(model_dir):
     assert got == want
     assert rank.requests == 4 and rank.batches < 4  # some requests shared a generate call
     with pytest.raises(RuntimeError, match="trainer rank 1 serves no samples"):
-        HybridRank(cfg.model_copy(update={"backend": cfg.backend.model_copy(update={
-            "parallel": cfg.backend.parallel.model_copy(update={"tensor_parallel": 2})})}),
-            1, 2, None).sample(PROMPT, 1, 1.0, 4)  # fmt: skip
+        HybridRank(
+            cfg.model_copy(
+                update={
+                    "backend": cfg.backend.model_copy(
+                        update={
+                            "parallel": cfg.backend.parallel.model_copy(
+                                update={"tensor_parallel": 2}
+                            )
+                        }
+                    )
+                }
+            ),
+            1,
+            2,
+            None,
+        ).sample(PROMPT, 1, 1.0, 4)

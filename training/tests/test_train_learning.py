@@ -38,7 +38,9 @@ def test_scripted_fixes_are_short_unique_edits(tmp_path):
     tasks = {t.instance_id.rsplit("-", 1)[1]: t for t in make_toy_tasks(tmp_path)}
     (right, finish), (wrong0, _), (wrong1, _) = (s for _, s in fix_scripts(tasks["add"], 2))
     assert (_param(right, "old_str"), _param(right, "new_str")) == (
-        "    return a - b\n", "    return a + b\n")  # fmt: skip
+        "    return a - b\n",
+        "    return a + b\n",
+    )
     assert _param(wrong0, "new_str") == "    # TODO: check this\n    return a - b\n"
     assert _param(wrong1, "new_str") == "    pass\n    return a - b\n"
     assert _param(wrong0, "old_str") == "    return a - b\n" and "finish" in finish

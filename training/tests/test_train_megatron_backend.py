@@ -93,9 +93,11 @@ def test_save_writes_an_hf_checkpoint_and_load_resumes_exactly(model_dir, tmp_pa
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt" / "model", local_files_only=True)
     with torch.no_grad():
         torch.testing.assert_close(
-            hf(input_ids=b1.input_ids).logits, first.model(input_ids=b1.input_ids).logits,
-            atol=1e-5, rtol=0,
-        )  # fmt: skip
+            hf(input_ids=b1.input_ids).logits,
+            first.model(input_ids=b1.input_ids).logits,
+            atol=1e-5,
+            rtol=0,
+        )
     resumed = MegatronBackend(model_dir, optim=OPTIM)
     resumed.load(tmp_path / "ckpt")
     assert torch.equal(torch.rand(3), expected_rng)  # RNG state restored with the weights
@@ -117,14 +119,20 @@ def test_the_trainer_with_backend_megatron_retraces_the_hf_run(model_dir, tmp_pa
                 "run": {"seed": 7, "steps": 2, "tensorboard": False},
                 "model": {"path": str(model_dir)},
                 "data": {"source": "text", "text": {"target": "s"}},
-                "rollout": {"tasks_per_step": 2, "group_size": 4, "concurrency": 3,
-                            "max_tokens_per_turn": 6},
-                "backend": {"name": name, "optim": {"lr": 1e-2, "micro_batch_size": 3,
-                                                    "adam_eps": 1e-3}},
+                "rollout": {
+                    "tasks_per_step": 2,
+                    "group_size": 4,
+                    "concurrency": 3,
+                    "max_tokens_per_turn": 6,
+                },
+                "backend": {
+                    "name": name,
+                    "optim": {"lr": 1e-2, "micro_batch_size": 3, "adam_eps": 1e-3},
+                },
                 "algo": {"loss_constant": 8},
             },
             "test",
-        )  # fmt: skip
+        )
         trainer = Trainer.setup(cfg, tmp_path / name)
         runs[name] = (trainer.train(), trainer.backend.state_dict())
     assert type(trainer.backend).__name__ == "MegatronBackend"

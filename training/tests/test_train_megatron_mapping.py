@@ -17,10 +17,16 @@ torch.set_num_threads(1)
 
 def tiny_config(tied: bool = False, **kw) -> Qwen3Config:
     base = dict(
-        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=256,
         tie_word_embeddings=tied,
-    )  # fmt: skip
+    )
     return Qwen3Config(**{**base, **kw})
 
 
@@ -51,9 +57,13 @@ def test_fused_qkv_is_grouped_per_kv_head():
     v = (200 + torch.arange(6.0))[:, None].expand(6, h)
     fused = mapping.fuse_qkv(q, k, v, d)[:, 0].tolist()
     expected = (
-        list(range(0, 6)) + [100, 101, 102] + [200, 201, 202]  # group 0: q heads 0-1, k0, v0
-        + list(range(6, 12)) + [103, 104, 105] + [203, 204, 205]  # group 1: q heads 2-3, k1, v1
-    )  # fmt: skip
+        list(range(0, 6))
+        + [100, 101, 102]
+        + [200, 201, 202]  # group 0: q heads 0-1, k0, v0
+        + list(range(6, 12))
+        + [103, 104, 105]
+        + [203, 204, 205]  # group 1: q heads 2-3, k1, v1
+    )
     assert fused == expected
     q2, k2, v2 = mapping.split_qkv(mapping.fuse_qkv(q, k, v, d), d)
     assert torch.equal(q2, q) and torch.equal(k2, k) and torch.equal(v2, v)

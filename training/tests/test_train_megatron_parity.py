@@ -17,10 +17,17 @@ torch.set_num_threads(1)
 
 def tiny_config(tied: bool, **kw) -> Qwen3Config:
     return Qwen3Config(
-        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
-        tie_word_embeddings=tied, **kw,
-    )  # fmt: skip
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=256,
+        tie_word_embeddings=tied,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -92,8 +92,11 @@ def test_bf16_checkpoints_resume_exactly_with_their_main_weights(model_dir, tmp_
     with pytest.raises(ValueError, match="saved with model.dtype bfloat16, this run has float32"):
         MegatronBackend(model_dir, optim=OPTIM).load(tmp_path / "ckpt")
     other = build_test_model(tmp_path / "other", layers=3)
-    with pytest.raises(ValueError, match=r"of this model's weights are not in the checkpoint "
-                       r"\(first: 'decoder.layers.2."):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"of this model's weights are not in the checkpoint "
+        r"\(first: 'decoder.layers.2.",
+    ):
         MegatronBackend(other, optim=OPTIM, dtype="bfloat16").load(tmp_path / "ckpt")
 
 
@@ -125,8 +128,12 @@ def test_the_gpu_checks_megatron_code_runs_on_cpu():
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    r = subprocess.run([sys.executable, str(root / "bench" / "gpu_check.py"), "--cpu"],
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, str(root / "bench" / "gpu_check.py"), "--cpu"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     lines = [x for x in r.stdout.splitlines() if x.startswith(("PASS", "FAIL", "SKIP"))]
     assert [x.split()[:2] for x in lines] == [

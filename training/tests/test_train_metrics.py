@@ -45,8 +45,13 @@ def test_infra_rows_are_left_out_of_the_reward_mean_and_counted():
 
 def test_a_batch_without_infra_rows_is_averaged_over_all_of_them():
     r = reward_metrics(batch([(1.0, 0), (0.0, 0), (0.0, 1), (0.0, 1)]))
-    assert r == {"reward/infra_rows": 0.0, "reward/mean": 0.25, "groups/solve_all": 0.0,
-                 "groups/solve_none": 1.0, "groups/partial": 1.0}  # fmt: skip
+    assert r == {
+        "reward/infra_rows": 0.0,
+        "reward/mean": 0.25,
+        "groups/solve_all": 0.0,
+        "groups/solve_none": 1.0,
+        "groups/partial": 1.0,
+    }
 
 
 def test_a_step_where_every_rollout_failed_on_infrastructure_has_no_reward():
@@ -68,12 +73,14 @@ def test_rows_that_attack_the_reward_are_counted_apart():
     grades = [
         GradeResult(outcome=Outcome.TAMPERED, parser="pytest", reason="canary"),
         GradeResult(
-            outcome=Outcome.UNRESOLVED, parser="pytest", reason="gate",
+            outcome=Outcome.UNRESOLVED,
+            parser="pytest",
+            reason="gate",
             static_gate=[GateFlag(tier=1, **flag), GateFlag(tier=2, **flag)],
         ),
         GradeResult(outcome=Outcome.RESOLVED, parser="pytest", reason="ok"),
         None,  # an infra_error row has no grade
-    ]  # fmt: skip
+    ]
     rows = [SimpleNamespace(grade=g) for g in grades]
     assert integrity_metrics(rows) == {
         "reward/tampered_rows": 1.0,

@@ -24,8 +24,13 @@ _publish = runs.publish
 
 def _download(env: dict, revisions: list[tuple[str, str, str]]) -> dict[str, Path]:
     """Every file of each (repo, kind, revision), downloaded by the client: 'kind:repo@rev:path'."""
-    got = subprocess.run([sys.executable, "-c", DOWNLOAD, json.dumps(revisions)],
-                         capture_output=True, text=True, env=env, check=True)  # fmt: skip
+    got = subprocess.run(
+        [sys.executable, "-c", DOWNLOAD, json.dumps(revisions)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return {k: Path(v) for k, v in json.loads(got.stdout).items()}
 
 
@@ -36,8 +41,9 @@ def _files(state, kind: str, repo: str, rev: str) -> set[str]:
 
 def _commits(state, rev: str = "") -> int:
     """Commit requests the server answered so far (to `rev` only, when given)."""
-    return sum("/commit/" in line and line.endswith(f"/commit/{rev}" if rev else "")
-               for line in state.log)  # fmt: skip
+    return sum(
+        "/commit/" in line and line.endswith(f"/commit/{rev}" if rev else "") for line in state.log
+    )
 
 
 @pytest.fixture
@@ -86,11 +92,17 @@ def test_push_round_trips_byte_for_byte_then_a_second_push_is_a_no_op(hub, tmp_p
     assert [x for x in state.log if x.startswith("PUT /lfs-part/")][1:2]
     assert [x for x in state.log if x.startswith("POST /lfs-complete/")]
     assert [x for x in state.log if x.startswith("PUT /lfs-upload/")]
-    plan = [("tester/tiny-swe", "model", "main"), ("tester/tiny-swe", "model", "step-000005"),
-            ("tester/tiny-swe-trajectories", "dataset", "main")]  # fmt: skip
+    plan = [
+        ("tester/tiny-swe", "model", "main"),
+        ("tester/tiny-swe", "model", "step-000005"),
+        ("tester/tiny-swe-trajectories", "dataset", "main"),
+    ]
     paths = _download(env, plan)
-    stage = {"model:tester/tiny-swe@main": "model-main", "dataset:tester/tiny-swe-trajectories@main":
-             "dataset-main", "model:tester/tiny-swe@step-000005": "model-step-000005"}  # fmt: skip
+    stage = {
+        "model:tester/tiny-swe@main": "model-main",
+        "dataset:tester/tiny-swe-trajectories@main": "dataset-main",
+        "model:tester/tiny-swe@step-000005": "model-step-000005",
+    }
     compared = 0
     for key, local in paths.items():
         where, name = key.rsplit(":", 1)
@@ -109,8 +121,11 @@ def test_push_round_trips_byte_for_byte_then_a_second_push_is_a_no_op(hub, tmp_p
     assert [x for x in state.log if x.startswith("PUT")] == puts
 
     outputs = [first.stdout, first.stderr, second.stdout, second.stderr]
-    outputs += [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()
-                and "hf-home" not in p.parts]  # fmt: skip
+    outputs += [
+        p.read_text(errors="replace")
+        for p in tmp_path.rglob("*")
+        if p.is_file() and "hf-home" not in p.parts
+    ]
     assert not [o for o in outputs if runs.TOKEN in o]
 
 
@@ -137,8 +152,15 @@ def test_a_wrong_token_is_one_line_naming_what_to_do(hub, tmp_path):
 
 def test_tiny_weights_under_a_full_reproduction_name_are_refused_unless_forced(hub, tmp_path):
     _, env = hub
-    argv = [CLI, "publish", str(tmp_path / "train-run"), "--repo", "me/DeepSWE-Preview-repro",
-            "--staging", str(tmp_path / "s2")]  # fmt: skip
+    argv = [
+        CLI,
+        "publish",
+        str(tmp_path / "train-run"),
+        "--repo",
+        "me/DeepSWE-Preview-repro",
+        "--staging",
+        str(tmp_path / "s2"),
+    ]
     refused = subprocess.run(argv, capture_output=True, text=True, env=env)
     assert refused.returncode == 1 and "--force" in refused.stderr
     forced = subprocess.run([*argv, "--force"], capture_output=True, text=True, env=env)
@@ -174,8 +196,9 @@ def test_private_repos_are_hidden_without_the_token_and_never_made_public(hub, t
     assert done.returncode == 0, done.stderr
     assert state.repos[("model", "tester/tiny-swe")].private
     assert state.repos[("dataset", "tester/tiny-swe-trajectories")].private
-    seen = subprocess.run([sys.executable, "-c", PRIVATE], capture_output=True, text=True,
-                          env=env, check=True).stdout.split()  # fmt: skip
+    seen = subprocess.run(
+        [sys.executable, "-c", PRIVATE], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
     assert seen == ["hidden", "401", "True"] * 2
     # --private never pushes into a repo that already exists and is public
     state.repos[("model", "tester/tiny-swe")].private = False
@@ -191,8 +214,11 @@ def test_create_pr_opens_a_pull_request_per_revision_and_leaves_the_branches_alo
     state, env = hub
     done = _publish(tmp_path, env, "--push", "--create-pr")
     assert done.returncode == 0, done.stderr
-    prs = dict(line.split(": pull request ") for line in done.stdout.splitlines()
-               if ": pull request " in line)  # fmt: skip
+    prs = dict(
+        line.split(": pull request ")
+        for line in done.stdout.splitlines()
+        if ": pull request " in line
+    )
     assert set(prs) == {
         "pushed model tester/tiny-swe@step-000005",
         "pushed model tester/tiny-swe@main",
@@ -200,13 +226,18 @@ def test_create_pr_opens_a_pull_request_per_revision_and_leaves_the_branches_alo
     }
     main_pr = prs["pushed model tester/tiny-swe@main"].split()
     assert main_pr[0] == "refs/pr/2" and main_pr[1].endswith("/tester/tiny-swe/discussions/2")
-    for kind, repo, rev in (("model", "tester/tiny-swe", "main"),
-                            ("model", "tester/tiny-swe", "step-000005"),
-                            ("dataset", "tester/tiny-swe-trajectories", "main")):  # fmt: skip
+    for kind, repo, rev in (
+        ("model", "tester/tiny-swe", "main"),
+        ("model", "tester/tiny-swe", "step-000005"),
+        ("dataset", "tester/tiny-swe-trajectories", "main"),
+    ):
         assert _files(state, kind, repo, rev) == {".gitattributes"}  # nothing merged
     paths = _download(env, [("tester/tiny-swe", "model", "refs/pr/2")])
-    staged = {p.relative_to(tmp_path / "stage" / "model-main").as_posix(): p
-              for p in (tmp_path / "stage" / "model-main").rglob("*") if p.is_file()}  # fmt: skip
+    staged = {
+        p.relative_to(tmp_path / "stage" / "model-main").as_posix(): p
+        for p in (tmp_path / "stage" / "model-main").rglob("*")
+        if p.is_file()
+    }
     got = {k.rsplit(":", 1)[1]: v for k, v in paths.items()}
     assert set(got) == set(staged) | {".gitattributes"}
     assert all(got[name].read_bytes() == p.read_bytes() for name, p in staged.items())
@@ -227,7 +258,11 @@ def test_step_branches_hold_exactly_their_checkpoint_and_are_never_rewritten(hub
     assert "step-000005" not in again.stdout and _commits(state, "step-000005") == commits5
     assert state.repos[("model", "tester/tiny-swe")].branches["step-000005"] == step5
     assert _files(state, "model", "tester/tiny-swe", "step-000010") == {
-        ".gitattributes", "config.json", "model.safetensors", "tokenizer.json"}  # fmt: skip
+        ".gitattributes",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    }
     paths = _download(env, [("tester/tiny-swe", "model", "step-000010")])
     for key, local in paths.items():
         name = key.rsplit(":", 1)[1]
@@ -247,8 +282,10 @@ def test_a_commit_by_someone_else_during_the_push_is_refused_and_a_rerun_builds_
     assert raced.returncode == 3
     (error,) = [x for x in raced.stderr.splitlines() if x.startswith("publish:")]  # one line
     assert "changed on the Hub" in error and "rerun" in error and "Traceback" not in raced.stderr
-    assert ("already pushed: dataset tester/tiny-swe-trajectories@main, "
-            "model tester/tiny-swe@step-000005") in error  # fmt: skip
+    assert (
+        "already pushed: dataset tester/tiny-swe-trajectories@main, "
+        "model tester/tiny-swe@step-000005"
+    ) in error
     assert "pushed model tester/tiny-swe@main" not in raced.stdout
     assert _files(state, "model", "tester/tiny-swe", "main") == {".gitattributes", "NOTES.md"}
     again = _publish(tmp_path, env, "--push")
@@ -260,12 +297,24 @@ def test_a_commit_by_someone_else_during_the_push_is_refused_and_a_rerun_builds_
 
 def _text_profile(model: Path) -> dict:
     """The trainer's CPU test environment (`text` source: the real tiny model, real sampling)."""
-    return {"run": {"seed": 7, "steps": 3, "save_every": 1, "keep_checkpoints": 2,
-                    "tensorboard": False},
-            "model": {"path": str(model)}, "data": {"source": "text", "text": {"target": "s"}},
-            "rollout": {"tasks_per_step": 2, "group_size": 2, "concurrency": 2,
-                        "max_tokens_per_turn": 4},
-            "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 2}}}  # fmt: skip
+    return {
+        "run": {
+            "seed": 7,
+            "steps": 3,
+            "save_every": 1,
+            "keep_checkpoints": 2,
+            "tensorboard": False,
+        },
+        "model": {"path": str(model)},
+        "data": {"source": "text", "text": {"target": "s"}},
+        "rollout": {
+            "tasks_per_step": 2,
+            "group_size": 2,
+            "concurrency": 2,
+            "max_tokens_per_turn": 4,
+        },
+        "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 2}},
+    }
 
 
 LOAD = """
@@ -289,9 +338,13 @@ def test_a_run_folder_written_by_deepswe_train_train_publishes_and_loads_back(hu
     profile = tmp_path / "profile.yaml"
     profile.write_text(yaml.safe_dump(_text_profile(build_test_model(tmp_path / "base"))))
     run = tmp_path / "real-train"
-    trained = subprocess.run([CLI, "train", "--config", str(profile), "--out", str(run)],
-                             capture_output=True, text=True, timeout=300,
-                             env={**env, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    trained = subprocess.run(
+        [CLI, "train", "--config", str(profile), "--out", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "OMP_NUM_THREADS": "1"},
+    )
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert (run / "trajectories" / "step-000003.jsonl").is_file()
     kept = sorted(p.name for p in (run / "checkpoints").glob("step-*"))
@@ -299,8 +352,10 @@ def test_a_run_folder_written_by_deepswe_train_train_publishes_and_loads_back(hu
     argv = [CLI, "publish", str(run), "--repo", "tester/tiny-text", "--push"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "step-000001" not in done.stdout and "model-index" not in (
-        run / "publish" / "model-main" / "README.md").read_text()  # fmt: skip
+    assert (
+        "step-000001" not in done.stdout
+        and "model-index" not in (run / "publish" / "model-main" / "README.md").read_text()
+    )
     revs = [("tester/tiny-text", "model", r) for r in ["main", *kept]]
     paths = _download(env, revs)
     local = {"main": run / "final", **{k: run / "checkpoints" / k / "model" for k in kept}}
@@ -313,8 +368,12 @@ def test_a_run_folder_written_by_deepswe_train_train_publishes_and_loads_back(hu
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(want)
         assert all(got[name].read_bytes() == p.read_bytes() for name, p in want.items()), rev
     snapshot = paths["model:tester/tiny-text@main:config.json"].parent
-    loaded = subprocess.run([sys.executable, "-c", LOAD, str(snapshot)], capture_output=True,
-                            text=True, env={**env, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOAD, str(snapshot)],
+        capture_output=True,
+        text=True,
+        env={**env, "HF_HUB_OFFLINE": "1"},
+    )
     assert loaded.returncode == 0 and int(loaded.stdout.split()[-1]) > 0, loaded.stderr[-2000:]
 
 
@@ -333,9 +392,22 @@ def test_an_evaluation_folder_written_by_deepswe_eval_run_publishes_as_a_dataset
     data = write_tasks(tasks, tmp_path / "tasks.jsonl")
     ensure_task_image(tasks[0], log=lambda _: None)
     ev = tmp_path / "real-eval"
-    argv = [str(Path(sys.executable).with_name("deepswe-eval")), "run", "--policy", "gold",
-            "--runs", "2", "--dataset", str(data), "--workers", "2", "--memory", "1g",
-            "--out", str(ev)]  # fmt: skip
+    argv = [
+        str(Path(sys.executable).with_name("deepswe-eval")),
+        "run",
+        "--policy",
+        "gold",
+        "--runs",
+        "2",
+        "--dataset",
+        str(data),
+        "--workers",
+        "2",
+        "--memory",
+        "1g",
+        "--out",
+        str(ev),
+    ]
     ran = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-2000:]
     argv = [CLI, "publish", "--eval", str(ev), "--dataset-repo", "tester/toy-gold", "--push"]
@@ -343,12 +415,19 @@ def test_an_evaluation_folder_written_by_deepswe_eval_run_publishes_as_a_dataset
     assert done.returncode == 0, done.stderr
     paths = _download(env, [("tester/toy-gold", "dataset", "main")])
     got = {k.rsplit(":", 1)[1]: v for k, v in paths.items()}
-    for name in ("metrics.json", "report.md", "config.json", "predictions/run-0.jsonl",
-                 "predictions/run-1.jsonl", *[p.name for p in ev.glob("*.png")]):  # fmt: skip
+    for name in (
+        "metrics.json",
+        "report.md",
+        "config.json",
+        "predictions/run-0.jsonl",
+        "predictions/run-1.jsonl",
+        *[p.name for p in ev.glob("*.png")],
+    ):
         assert got[name].read_bytes() == (ev / name).read_bytes(), name
     rows = pq.read_table(got["data/episodes.parquet"]).to_pylist()
     assert sorted((r["instance_id"], r["run"]) for r in rows) == sorted(
-        (t.instance_id, k) for t in tasks for k in (0, 1))  # fmt: skip
+        (t.instance_id, k) for t in tasks for k in (0, 1)
+    )
     assert {r["outcome"] for r in rows} == {"resolved"} and all(r["patch"] for r in rows)
     for k in (0, 1):
         preds = [json.loads(x) for x in got[f"predictions/run-{k}.jsonl"].read_text().splitlines()]
@@ -356,7 +435,18 @@ def test_an_evaluation_folder_written_by_deepswe_eval_run_publishes_as_a_dataset
         assert len({p["instance_id"] for p in preds}) == 2  # SWE-bench keys a file by instance
     card = got["README.md"].read_text()
     assert "config_name: predictions" in card and "split: run_1" in card
-    with_model = subprocess.run([CLI, "publish", str(tmp_path / "train-run"), "--eval", str(ev),
-                                 "--repo", "tester/tiny-swe"], capture_output=True, text=True,
-                                env=env)  # fmt: skip
+    with_model = subprocess.run(
+        [
+            CLI,
+            "publish",
+            str(tmp_path / "train-run"),
+            "--eval",
+            str(ev),
+            "--repo",
+            "tester/tiny-swe",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert with_model.returncode == 1 and "'gold' policy, not this model" in with_model.stderr

@@ -95,8 +95,9 @@ def test_a_report_older_than_the_episodes_is_refused(hub, tmp_path, final):
 
 def test_force_publishes_and_the_card_says_which_check_was_overridden(hub, tmp_path):
     state, env = hub
-    runs.eval_run(tmp_path, tmp_path / "train-run" / "checkpoints" / "step-000005" / "model",
-                  infra=1)  # fmt: skip
+    runs.eval_run(
+        tmp_path, tmp_path / "train-run" / "checkpoints" / "step-000005" / "model", infra=1
+    )
     done = runs.publish(tmp_path, env, "--push", "--force")
     assert done.returncode == 0, done.stderr
     card = _download_card(env)
@@ -116,10 +117,13 @@ def test_force_publishes_and_the_card_says_which_check_was_overridden(hub, tmp_p
 
 
 def _download_card(env: dict) -> str:
-    code = ("from huggingface_hub import hf_hub_download as d; "
-            "print(open(d('tester/tiny-swe', 'README.md')).read())")  # fmt: skip
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, check=True).stdout  # fmt: skip
+    code = (
+        "from huggingface_hub import hf_hub_download as d; "
+        "print(open(d('tester/tiny-swe', 'README.md')).read())"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout
 
 
 def _model_commits(state, rev: str) -> int:

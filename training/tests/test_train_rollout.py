@@ -73,10 +73,12 @@ def test_sampled_ids_are_not_retokenized(engine):
     assert merged != split  # BPE merges "the"; the engine may still sample it letter by letter
     sampled = [*split, tok.eos_token_id]
     traj = Trajectory(
-        instance_id="t", policy="p", ending=Ending.SUBMITTED,
+        instance_id="t",
+        policy="p",
+        ending=Ending.SUBMITTED,
         messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "the"}],
         steps=[Step(index=0, assistant="the", token_ids=sampled, logprobs=[-1.0] * 4)],
-    )  # fmt: skip
+    )
     seq = trajectory_sequence(traj, ChatRenderer(tok))
     ((a, b),) = seq.spans()
     assert seq.ids[a:b] == sampled
@@ -87,8 +89,11 @@ def test_end_of_turn_token_appears_once_whether_sampled_or_cut(engine):
     r = ChatRenderer(engine.tokenizer)
     eos = engine.tokenizer.eos_token_id
     hi = r.encode("hi")
-    msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "hi"},
-            {"role": "user", "content": "obs"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": "obs"},
+    ]
     stopped = build_sequence(r, msgs, [([*hi, eos], [-0.5] * (len(hi) + 1))], True)
     cut = build_sequence(r, msgs, [(hi, [-0.5] * len(hi))], True)  # hit max_tokens
     full = r.encode(r.text(msgs, True))
@@ -101,15 +106,19 @@ def test_a_template_that_rewrites_history_is_refused(engine):
         def text(self, messages, generation_prompt):
             msgs = [
                 {**m, "content": m["content"].split("</think>")[-1]}
-                if m["role"] == "assistant" else m
+                if m["role"] == "assistant"
+                else m
                 for m in messages
-            ]  # fmt: skip
+            ]
             return super().text(msgs, generation_prompt)
 
     r = StripsThinking(engine.tokenizer)
     ids = r.encode("<think>x</think>ok")
-    msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>x</think>ok"},
-            {"role": "user", "content": "obs"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "<think>x</think>ok"},
+        {"role": "user", "content": "obs"},
+    ]
     with pytest.raises(ValueError, match="prefix-stable"):
         build_sequence(r, msgs, [(ids, [0.0] * len(ids))], True)
 
@@ -130,9 +139,11 @@ def test_collate_pads_right_and_keeps_masks(engine):
 
 def test_a_step_without_sampled_ids_is_refused(engine):
     traj = Trajectory(
-        instance_id="t", policy="openai", ending=Ending.SUBMITTED,
+        instance_id="t",
+        policy="openai",
+        ending=Ending.SUBMITTED,
         messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
         steps=[Step(index=0, assistant="a")],
-    )  # fmt: skip
+    )
     with pytest.raises(ValueError, match="no sampled token ids"):
         trajectory_sequence(traj, ChatRenderer(engine.tokenizer))

@@ -39,15 +39,27 @@ def test_the_verbs_flags_override_the_profiles_sft_section(tmp_path, monkeypatch
 
     seen = []
     monkeypatch.setattr(sft, "run_sft", lambda cfg, out, log: seen.append(cfg) or ([], [1.0]))
-    args = ["sft", "--config", str(TINY), "--out", str(tmp_path / "m"), "--epochs", "7",
-            "--lr", "1e-05", "sft.epochs=3", "sft.wrong_per_task=1"]  # fmt: skip
+    args = [
+        "sft",
+        "--config",
+        str(TINY),
+        "--out",
+        str(tmp_path / "m"),
+        "--epochs",
+        "7",
+        "--lr",
+        "1e-05",
+        "sft.epochs=3",
+        "sft.wrong_per_task=1",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     (cfg,) = seen
     want = {"epochs": 7, "lr": 1e-5, "wrong_per_task": 1}  # the flag wins over sft.epochs=3
     assert cfg.sft == load_config(TINY).sft.model_copy(update=want)
-    bad = CliRunner().invoke(app, ["sft", "--config", str(TINY), "--out", str(tmp_path / "m"),
-                                   "sft.epoks=3"])  # fmt: skip
+    bad = CliRunner().invoke(
+        app, ["sft", "--config", str(TINY), "--out", str(tmp_path / "m"), "sft.epoks=3"]
+    )
     assert bad.exit_code == EXIT_INVALID and "sft.epoks: unknown key" in bad.output
 
 

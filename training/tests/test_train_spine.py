@@ -46,12 +46,15 @@ def calc_task(root: Path) -> Task:
     git(repo, "reset", "-q")
     (repo / "tests" / "test_hidden.py").unlink()
     return Task(
-        instance_id="calc__calc-1", repo="calc/calc", base_commit=base,
-        problem_statement="add(2, 3) returns -1 instead of 5.", source=TaskSource.CUSTOM,
+        instance_id="calc__calc-1",
+        repo="calc/calc",
+        base_commit=base,
+        problem_statement="add(2, 3) returns -1 instead of 5.",
+        source=TaskSource.CUSTOM,
         environment=EnvironmentSpec(source=str(repo), pip=["pytest"]),
         test_spec=TestSpec(command="python -m pytest -rA tests", log_parser="pytest"),
         hidden=HiddenTests(fail_to_pass=["tests/test_hidden.py::test_add"], test_patch=test_patch),
-    )  # fmt: skip
+    )
 
 
 def test_one_grpo_step_on_a_real_spine_task(tmp_path):
@@ -62,18 +65,24 @@ def test_one_grpo_step_on_a_real_spine_task(tmp_path):
             "run": {"steps": 1, "tensorboard": False},
             "model": {"path": str(build_test_model(tmp_path / "tiny"))},
             "data": {"source": "spine", "path": str(tasks)},
-            "rollout": {"tasks_per_step": 1, "group_size": 2, "concurrency": 2,
-                        "max_tokens_per_turn": 16},
+            "rollout": {
+                "tasks_per_step": 1,
+                "group_size": 2,
+                "concurrency": 2,
+                "max_tokens_per_turn": 16,
+            },
             "episode": {"max_steps": 2, "sandbox": {"memory": "1g", "pids": 256}},
             "algo": {"loss_constant": 64, "mask_endings": []},  # train on the cut-off episodes
         },
         "test",
-    )  # fmt: skip
+    )
     trainer = Trainer.setup(cfg, tmp_path / "run")
     started = time.monotonic()
     (record,) = trainer.train()
-    print(f"\nfirst real-spine GRPO++ step: {time.monotonic() - started:.1f} s "
-          f"({json.dumps({k: round(v, 2) for k, v in record.items() if k.startswith('time/')})})")  # fmt: skip
+    print(
+        f"\nfirst real-spine GRPO++ step: {time.monotonic() - started:.1f} s "
+        f"({json.dumps({k: round(v, 2) for k, v in record.items() if k.startswith('time/')})})"
+    )
 
     trajs = [json.loads(x) for x in (tmp_path / "run/trajectories/step-000001.jsonl").open()]
     assert len(trajs) == 2
@@ -105,10 +114,12 @@ def test_a_grading_infra_failure_never_reaches_the_loss(tmp_path):
         "diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n"
         "@@ -1 +1 @@\n-this line is not in the file\n+x = 1\n"
     )
-    broken = good.model_copy(update={
-        "instance_id": "calc__calc-broken",
-        "hidden": good.hidden.model_copy(update={"test_patch": stale}),
-    })  # fmt: skip
+    broken = good.model_copy(
+        update={
+            "instance_id": "calc__calc-broken",
+            "hidden": good.hidden.model_copy(update={"test_patch": stale}),
+        }
+    )
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(good.model_dump_json() + "\n" + broken.model_dump_json() + "\n")
     cfg = validate(
@@ -116,13 +127,17 @@ def test_a_grading_infra_failure_never_reaches_the_loss(tmp_path):
             "run": {"steps": 1, "tensorboard": False},
             "model": {"path": str(build_test_model(tmp_path / "tiny"))},
             "data": {"source": "spine", "path": str(tasks), "shuffle": False},
-            "rollout": {"tasks_per_step": 2, "group_size": 2, "concurrency": 2,
-                        "max_tokens_per_turn": 16},
+            "rollout": {
+                "tasks_per_step": 2,
+                "group_size": 2,
+                "concurrency": 2,
+                "max_tokens_per_turn": 16,
+            },
             "episode": {"max_steps": 1, "sandbox": {"memory": "1g", "pids": 256}},
             "algo": {"loss_constant": 64, "mask_endings": []},  # cut-off rows are trained
         },
         "test",
-    )  # fmt: skip
+    )
     trainer = Trainer.setup(cfg, tmp_path / "run")
     (record,) = trainer.train()
 

@@ -30,13 +30,17 @@ def text_cfg(model_dir: Path, **run) -> TrainConfig:
             "run": {"seed": 7, "steps": 3, "tensorboard": False, **run},
             "model": {"path": str(model_dir)},
             "data": {"source": "text", "text": {"target": "s"}},
-            "rollout": {"tasks_per_step": 2, "group_size": 4, "concurrency": 3,
-                        "max_tokens_per_turn": 6},
+            "rollout": {
+                "tasks_per_step": 2,
+                "group_size": 4,
+                "concurrency": 3,
+                "max_tokens_per_turn": 6,
+            },
             "backend": {"optim": {"lr": 1e-2, "micro_batch_size": 3}},
             "algo": {"loss_constant": 8},
         },
         "test",
-    )  # fmt: skip
+    )
 
 
 def metrics(run_dir: Path) -> list[dict]:
@@ -56,9 +60,19 @@ def test_a_text_run_logs_metrics_and_leaves_loadable_checkpoints(model_dir, tmp_
     records = trainer.train()
     assert [r["step"] for r in records] == [1, 2] == [m["step"] for m in metrics(tmp_path / "run")]
     r = records[0]
-    for key in ("reward/mean", "groups/solve_none", "groups/solve_all", "groups/partial",
-                "filter/ending/submitted", "tokens/response", "actor/clipfrac",
-                "actor/grad_norm", "actor/entropy", "time/step", "time/rollout"):  # fmt: skip
+    for key in (
+        "reward/mean",
+        "groups/solve_none",
+        "groups/solve_all",
+        "groups/partial",
+        "filter/ending/submitted",
+        "tokens/response",
+        "actor/clipfrac",
+        "actor/grad_norm",
+        "actor/entropy",
+        "time/step",
+        "time/rollout",
+    ):
         assert key in r, key
     assert r["groups/solve_none"] + r["groups/solve_all"] + r["groups/partial"] == 2
     assert r["filter/ending/submitted"] == 8 and r["rollout/logprob_diff"] < 1e-4
@@ -94,14 +108,17 @@ def test_a_resumed_run_continues_exactly_as_if_never_stopped(model_dir, tmp_path
     assert metrics(tmp_path / "b") == metrics(tmp_path / "a")  # step 3 logged once, identical
     a, b = weights(straight), weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    assert not all(torch.equal(a[k], v) for k, v in weights(Trainer.setup(
-        text_cfg(model_dir), tmp_path / "fresh")).items())  # fmt: skip
+    assert not all(
+        torch.equal(a[k], v)
+        for k, v in weights(Trainer.setup(text_cfg(model_dir), tmp_path / "fresh")).items()
+    )
 
 
 def test_resume_refuses_a_different_config(model_dir, tmp_path):
     Trainer.setup(text_cfg(model_dir, steps=1), tmp_path / "r").train()
-    changed = text_cfg(model_dir, steps=2).model_copy(update={"rollout": text_cfg(
-        model_dir).rollout.model_copy(update={"group_size": 2})})  # fmt: skip
+    changed = text_cfg(model_dir, steps=2).model_copy(
+        update={"rollout": text_cfg(model_dir).rollout.model_copy(update={"group_size": 2})}
+    )
     with pytest.raises(ConfigError, match="differs .* in: rollout.group_size"):
         Trainer.setup(changed, tmp_path / "r", resume=True)
     # The sft section made model.path before the run (and older run folders have none).
@@ -120,8 +137,11 @@ def test_old_logprobs_recomputed_or_taken_from_the_engine(model_dir, tmp_path):
     )
     torch.testing.assert_close(batch.old_logprobs, engine_lp, atol=1e-4, rtol=0)
 
-    eng = text_cfg(model_dir).model_copy(update={"rollout": text_cfg(model_dir).rollout.model_copy(
-        update={"old_logprobs": "engine"})})  # fmt: skip
+    eng = text_cfg(model_dir).model_copy(
+        update={
+            "rollout": text_cfg(model_dir).rollout.model_copy(update={"old_logprobs": "engine"})
+        }
+    )
     trainer = Trainer.setup(eng, tmp_path / "e")
     batch = trainer.to_batch(*trainer.collect([0, 1]))
     engine_lp = batch.old_logprobs.clone()
@@ -154,8 +174,13 @@ def test_train_from_files_will_not_overwrite_a_run(model_dir, tmp_path):
 @pytest.mark.slow
 def test_the_text_environment_is_learnable(model_dir, tmp_path):
     """GRPO++ end to end raises the reward: the update's sign and scale are right."""
-    cfg = text_cfg(model_dir, steps=30, save_every=100).model_copy(update={"rollout": text_cfg(
-        model_dir).rollout.model_copy(update={"tasks_per_step": 4, "group_size": 8})})  # fmt: skip
+    cfg = text_cfg(model_dir, steps=30, save_every=100).model_copy(
+        update={
+            "rollout": text_cfg(model_dir).rollout.model_copy(
+                update={"tasks_per_step": 4, "group_size": 8}
+            )
+        }
+    )
     rewards = [r["reward/mean"] for r in Trainer.setup(cfg, tmp_path / "l").train()]
     assert sum(rewards[-10:]) / 10 > sum(rewards[:10]) / 10 + 0.1, rewards
 

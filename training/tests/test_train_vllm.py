@@ -110,8 +110,17 @@ def test_token_ids_decode_to_the_servers_text(engine):
     except that the server withholds a trailing incomplete UTF-8 sequence (its detokeniser is
     incremental): why the engine decodes the ids itself."""
     prompt = chat_prompt(engine)
-    body = {"model": "policy", "prompt": prompt, "n": 3, "max_tokens": 10, "temperature": 1.0,
-            "seed": 11, "logprobs": 0, "return_token_ids": True, "skip_special_tokens": False}  # fmt: skip
+    body = {
+        "model": "policy",
+        "prompt": prompt,
+        "n": 3,
+        "max_tokens": 10,
+        "temperature": 1.0,
+        "seed": 11,
+        "logprobs": 0,
+        "return_token_ids": True,
+        "skip_special_tokens": False,
+    }
     raw = engine.server.post("/v1/completions", body)["choices"]
     samples = engine.sample(prompt, 3, 1.0, 10, seed=11)
     for choice, s in zip(sorted(raw, key=lambda c: c["index"]), samples, strict=True):
@@ -245,8 +254,11 @@ def test_the_tiny_profiles_model_is_evaluated_through_an_openai_compatible_serve
         eng.close()
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     served = json.loads((out / "config.json").read_text())["served_weights"]
-    assert served == {"model": "policy", "root": str(tiny.path),
-                      "digest": weights_digest(tiny.path)}  # fmt: skip
+    assert served == {
+        "model": "policy",
+        "root": str(tiny.path),
+        "digest": weights_digest(tiny.path),
+    }
     (record,) = [json.loads(p.read_text()) for p in out.glob("episodes/*/run-0.json")]
     assert record["status"] == "graded", record["reason"]
     assert len(record["trajectory"]["steps"]) == 2  # both replies came from the server
@@ -270,8 +282,9 @@ def test_an_eval_against_a_model_name_vllm_does_not_serve_stops_before_its_run_f
     out = tmp_path / "eval"
     cmd = [sys.executable, "-m", "deepswe.eval.cli", "run", "--dataset", "swe-mini:test"]
     cmd += ["--limit", "1", "--out", str(out), "--policy", "openai", "--base-url", url]
-    res = subprocess.run([*cmd, "--model", "wrong-name"], capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    res = subprocess.run(
+        [*cmd, "--model", "wrong-name"], capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 2, res.stderr[-2000:]
     assert res.stderr.strip() == (
         f"deepswe-eval: model 'wrong-name' is not served at {url}; it serves: policy"

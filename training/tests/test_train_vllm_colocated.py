@@ -30,12 +30,19 @@ def _python() -> Path:
 
 
 def _run(python: Path, model: Path, out: Path, *extra: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(SRC_DIR), VLLM_CPU_KVCACHE_SPACE="1",
-               VLLM_CPU_OMP_THREADS_BIND="nobind")  # fmt: skip
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(SRC_DIR),
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_CPU_OMP_THREADS_BIND="nobind",
+    )
     done = subprocess.run(
         [str(python), str(CHECK), str(model), str(out), *extra],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(out.read_text())
 

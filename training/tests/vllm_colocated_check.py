@@ -29,14 +29,17 @@ def main() -> None:
     prompt = list(range(5, 25))
 
     def draw() -> list[dict]:
-        return [{"ids": s.token_ids, "lps": s.logprobs, "finish": s.finish_reason}
-                for s in engine.sample(prompt, 2, 1.0, 8, seed=3)]  # fmt: skip
+        return [
+            {"ids": s.token_ids, "lps": s.logprobs, "finish": s.finish_reason}
+            for s in engine.sample(prompt, 2, 1.0, 8, seed=3)
+        ]
 
     report = {"can_sleep": engine.can_sleep, "first": draw(), "again": draw()}
     # a hybrid rank's batch: the same request beside another, in one generate call
     batch = engine.sample_many([(prompt, 2, 1.0, 8, 3), (prompt[:7], 1, 0.0, 4, None)])
-    report["batched"] = [{"ids": s.token_ids, "lps": s.logprobs, "finish": s.finish_reason}
-                         for s in batch[0]]  # fmt: skip
+    report["batched"] = [
+        {"ids": s.token_ids, "lps": s.logprobs, "finish": s.finish_reason} for s in batch[0]
+    ]
     report["batch_sizes"] = [len(r) for r in batch]
     engine.sleep(2)  # CPU: vLLM has no sleep mode here, a no-op said by can_sleep
     engine.wake_up()

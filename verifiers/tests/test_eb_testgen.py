@@ -62,8 +62,13 @@ def test_the_standin_reads_nearly_every_swe_mini_issue_and_nothing_hidden():
 def test_claims_read_from_issue_phrasing():
     compare = "`f(1)` returns `2`. The expected result is `3`.\n\n```python\nprint(f(1))\n```"
     assert claim_of(compare).__dict__ == {
-        "kind": "compare", "actual": "2", "op": "", "expected": "3", "exception": "", "message": ""
-    }  # fmt: skip
+        "kind": "compare",
+        "actual": "2",
+        "op": "",
+        "expected": "3",
+        "exception": "",
+        "message": "",
+    }
     raises = "Calling `g()` raises:\n\n```\nKeyError: 'x'\n```\n\nIt should not raise."
     assert (claim_of(raises).kind, claim_of(raises).exception) == ("raises", "KeyError")
     assert claim_of("`h()` should raise ValueError for this input").kind == "no_raise"
@@ -82,8 +87,9 @@ def test_the_standin_runs_its_claims_and_rejects_what_no_fix_could_change(tmp_pa
         src, why = write_standin_test(statement)
         assert src is not None, why
         (tmp_path / "t.py").write_text(src)
-        return subprocess.run([sys.executable, str(tmp_path / "t.py")], capture_output=True,
-                              text=True, check=True).stdout.strip()  # fmt: skip
+        return subprocess.run(
+            [sys.executable, str(tmp_path / "t.py")], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     issue = (
         "Calling `f()` raises:\n\n```\nKeyError: 'k'\n```\n\nReproduction:\n\n```python\n{}\n```"
@@ -123,8 +129,13 @@ def _endpoint(prompts_seen: list[str], bodies: list[bytes] | None = None) -> Thr
             prompts_seen.append(chat[1]["content"])
             turn = sum(m["role"] == "assistant" for m in chat)
             message = {"role": "assistant", "content": [WRITE, FINISH][min(turn, 1)]}
-            body = {"id": "t", "object": "chat.completion", "created": 0, "model": "m",
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+            body = {
+                "id": "t",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
             data = json.dumps(body).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -145,15 +156,24 @@ CANARY = "CANARY-answer-7f3a"
 
 def with_the_answer_everywhere(task):
     """`task` with a canary in every field that holds or points at the answer."""
-    hidden = task.hidden.model_copy(update={
-        "fail_to_pass": [f"tests/test_ops.py::{CANARY}"], "pass_to_pass": [CANARY],
-        "test_patch": f"+{CANARY}\n", "graded_files": [f"{CANARY}.py"],
-        "expected_statuses": {CANARY: "PASSED"},
-    })  # fmt: skip
+    hidden = task.hidden.model_copy(
+        update={
+            "fail_to_pass": [f"tests/test_ops.py::{CANARY}"],
+            "pass_to_pass": [CANARY],
+            "test_patch": f"+{CANARY}\n",
+            "graded_files": [f"{CANARY}.py"],
+            "expected_statuses": {CANARY: "PASSED"},
+        }
+    )
     spec = task.test_spec.model_copy(update={"command": f"{task.test_spec.command} # {CANARY}"})
-    return task.model_copy(update={"gold_patch": f"{task.gold_patch}\n# {CANARY}\n",
-                                   "hidden": hidden, "test_spec": spec,
-                                   "metadata": {"file": CANARY, "line": "3"}})  # fmt: skip
+    return task.model_copy(
+        update={
+            "gold_patch": f"{task.gold_patch}\n# {CANARY}\n",
+            "hidden": hidden,
+            "test_spec": spec,
+            "metadata": {"file": CANARY, "line": "3"},
+        }
+    )
 
 
 def test_the_writers_view_holds_no_answer(tmp_path):
@@ -161,8 +181,9 @@ def test_the_writers_view_holds_no_answer(tmp_path):
     view = writer_view(with_the_answer_everywhere(task))
     assert CANARY not in view.model_dump_json()
     assert (view.problem_statement, view.base_commit) == (task.problem_statement, task.base_commit)
-    r2e = task.model_copy(update={"hidden": task.hidden.model_copy(
-        update={"test_files": {"test_1.py": CANARY}})})  # fmt: skip
+    r2e = task.model_copy(
+        update={"hidden": task.hidden.model_copy(update={"test_files": {"test_1.py": CANARY}})}
+    )
     # an R2E-Gym image's hidden files are still known by name, so the episode removes them
     assert writer_view(r2e).hidden.test_files == {"test_1.py": ""}
 

@@ -16,11 +16,20 @@ def count(messages) -> int:  # a stand-in token counter: 4 characters a token
 
 def cand(iid: str, run: int, resolved: bool | None) -> Candidate:
     traj = Trajectory(
-        instance_id=iid, policy="t", messages=[], ending=Ending.SUBMITTED,
+        instance_id=iid,
+        policy="t",
+        messages=[],
+        ending=Ending.SUBMITTED,
         steps=[Step(index=0, assistant=f"try {run}\n<function=finish>\n</function>")],
-    )  # fmt: skip
-    return Candidate(instance_id=iid, run=run, patch=f"patch {run}", resolved=resolved,
-                     problem_statement=f"issue of {iid}", trajectory=traj)  # fmt: skip
+    )
+    return Candidate(
+        instance_id=iid,
+        run=run,
+        patch=f"patch {run}",
+        resolved=resolved,
+        problem_statement=f"issue of {iid}",
+        trajectory=traj,
+    )
 
 
 def pools() -> dict[str, list[Candidate]]:
@@ -55,8 +64,11 @@ def test_test_split_tasks_are_refused_by_name():
     p = pools()
     splits: dict[str, str | None] = dict.fromkeys(p, "train")
     splits["fail-3"], splits["win-0"] = "test", None
-    with pytest.raises(ValueError, match=r"train-split tasks only; 2 are not: fail-3 \(test\), "
-                                         r"win-0 \(split unknown\)"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"train-split tasks only; 2 are not: fail-3 \(test\), "
+        r"win-0 \(split unknown\)",
+    ):
         build_judge_rows(p, splits, count, 10**6)
 
 

@@ -184,16 +184,33 @@ class Recording:
 def candidate(thought: str = "fix it") -> Candidate:
     call = "<function=finish>\n  <parameter=command>submit</parameter>\n</function>"
     step = Step(index=0, assistant=f"<think>\n{thought}\n</think>\n\n{call}", observation="ok")
-    traj = Trajectory(instance_id="pkg-1", policy="test", messages=[], steps=[step],
-                      ending=Ending.SUBMITTED, patch="")  # fmt: skip
-    return Candidate(instance_id="pkg-1", run=0, problem_statement="add() subtracts",
-                     trajectory=traj, resolved=True)  # fmt: skip
+    traj = Trajectory(
+        instance_id="pkg-1",
+        policy="test",
+        messages=[],
+        steps=[step],
+        ending=Ending.SUBMITTED,
+        patch="",
+    )
+    return Candidate(
+        instance_id="pkg-1",
+        run=0,
+        problem_statement="add() subtracts",
+        trajectory=traj,
+        resolved=True,
+    )
 
 
 def test_the_judge_is_asked_in_the_format_it_was_trained_on(tmp_path, qwen):
     judge = Recording(qwen)
-    verdicts = score_candidates([candidate()], judge, VerdictStore(tmp_path), budget=65536,
-                                fmt="r2e-gym", log=lambda _: None)  # fmt: skip
+    verdicts = score_candidates(
+        [candidate()],
+        judge,
+        VerdictStore(tmp_path),
+        budget=65536,
+        fmt="r2e-gym",
+        log=lambda _: None,
+    )
     (system, user), v = judge.asked[0], verdicts[0]
     assert system == {"role": "system", "content": SYSTEM_PROMPT}
     assert "[ASSISTANT]\n<think>\nfix it\n</think>\n\n<function=finish>" in user["content"]

@@ -47,8 +47,16 @@ def test_the_prompt_shows_issue_every_step_and_patch_then_asks(count):
     system, user = p.messages
     assert system == {"role": "system", "content": SYSTEM_PROMPT}
     text = user["content"]
-    for part in ("add() subtracts", "look at add()", "fix the sign", "output 0", "output 1",
-                 "<function=execute_bash>", "pytest -q", "+++ b/x.py"):  # fmt: skip
+    for part in (
+        "add() subtracts",
+        "look at add()",
+        "fix the sign",
+        "output 0",
+        "output 1",
+        "<function=execute_bash>",
+        "pytest -q",
+        "+++ b/x.py",
+    ):
         assert part in text
     assert text.endswith(QUESTION)
     assert (p.status, p.condensed, p.tokens) == (RenderStatus.FITS, 0, count(p.messages))
@@ -98,8 +106,12 @@ def test_r2e_gym_recorded_trajectories_render_for_the_judge():
         raw = record["trajectory_steps"]
         assert len(traj.steps) == len(raw) and traj.patch == record["output_patch"]
         assert all(s.action is not None for s in traj.steps)  # every recorded step made a call
-        assert {s.action.name for s in traj.steps} <= {"file_editor", "execute_bash", "search",
-                                                       "finish"}  # fmt: skip
+        assert {s.action.name for s in traj.steps} <= {
+            "file_editor",
+            "execute_bash",
+            "search",
+            "finish",
+        }
         steps = judge_steps(traj)
         whole = render_prompt(record["problem_statement"], steps, traj.patch, count, 10**6)
         p = render_prompt(record["problem_statement"], steps, traj.patch, count, 16000)

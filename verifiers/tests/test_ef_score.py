@@ -61,7 +61,7 @@ TAIL = ("</", "judgement", ">")
                 *TAIL,
             ),
             sig(-1.9, -0.2),
-        ),  # fmt: skip
+        ),
         # " YES" and "YES" are both yes; "Yes" too (case ignored)
         (
             toks(
@@ -71,26 +71,26 @@ TAIL = ("</", "judgement", ">")
             ),
             (math.exp(-0.5) + math.exp(-1.5) + math.exp(-3.0))
             / (math.exp(-0.5) + math.exp(-1.5) + math.exp(-3.0) + math.exp(-2.0)),
-        ),  # fmt: skip
+        ),
         # the word split by the tokenizer: "Y" + "ES" (the small tokenizer does this)
         (toks("<judgement>", ("Y", [("Y", -0.3), ("N", -1.4)]), "ES", *TAIL), sig(-0.3, -1.4)),
         # the tag's ">" merged into the answer token (Qwen's pre-tokenizer allows ">YES")
         (
             toks("<judgement", (">YES", [(">YES", -0.4), (">NO", -1.1), ("YES", -0.9)]), *TAIL),
             sig(-0.4, -1.1),
-        ),  # fmt: skip
+        ),
         # a space token before the word is skipped
         (
             toks("<judgement>", " ", ("NO", [("NO", -0.01), ("YES", -4.6)]), *TAIL),
             sig(-4.6, -0.01),
-        ),  # fmt: skip
+        ),
         # NO absent from the top k: P(NO) is below all of them, the score is 1
         (toks("<judgement>", ("YES", [("YES", -0.01), ("MAYBE", -5.0)]), *TAIL), 1.0),
         # log-probs far below exp's range: no 0/0, the ratio is still right
         (
             toks("<judgement>", ("YES", [("YES", -1000.0), ("NO", -1001.0)]), *TAIL),
             sig(1.0, 0.0),
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_the_answer_token_is_found_by_content(tokens, expected):
@@ -125,8 +125,13 @@ def candidate(run: int, thought: str = "read the code", patch: str = "diff") -> 
     traj = Trajectory(
         instance_id="pkg-1", policy="t", messages=[], steps=steps, ending=Ending.SUBMITTED
     )
-    return Candidate(instance_id="pkg-1", run=run, patch=patch, problem_statement="add() is wrong",
-                     trajectory=traj)  # fmt: skip
+    return Candidate(
+        instance_id="pkg-1",
+        run=run,
+        patch=patch,
+        problem_statement="add() is wrong",
+        trajectory=traj,
+    )
 
 
 def test_in_process_score_equals_a_float64_reference_from_the_same_logits(model_dir):
@@ -136,8 +141,9 @@ def test_in_process_score_equals_a_float64_reference_from_the_same_logits(model_
 
     judge = LocalJudge(model_dir)
     c = candidate(0)
-    prompt = render_prompt(c.problem_statement, judge_steps(c.trajectory), c.patch,
-                           judge.count_tokens, 10**6)  # fmt: skip
+    prompt = render_prompt(
+        c.problem_statement, judge_steps(c.trajectory), c.patch, judge.count_tokens, 10**6
+    )
     prefix, yes_id, no_id = answer_ids(judge.count_tokens, prompt.messages)
     tok = judge.count_tokens.tokenizer
     assert (tok.decode([yes_id]), tok.decode([no_id])) == ("Y", "N")  # the small tokenizer splits
@@ -180,8 +186,7 @@ def test_each_score_lands_on_its_own_candidate_under_concurrency(tmp_path):
     """Regression: the reference zipped scores back in completion order (issue 11)."""
     pool = [candidate(k, patch=f"score={k / 10}") for k in range(8)]
     store, lines = VerdictStore(tmp_path), []
-    verdicts = score_candidates(pool, Scripted(), store, budget=10**6, workers=8,
-                                log=lines.append)  # fmt: skip
+    verdicts = score_candidates(pool, Scripted(), store, budget=10**6, workers=8, log=lines.append)
     assert [v.run for v in verdicts] == list(range(8))
     assert all(v.score == pytest.approx(v.run / 10) for v in verdicts)
     stored = store.load("ef")
@@ -233,14 +238,29 @@ class FakeServer(BaseHTTPRequestHandler):
 
 def completion(tokens: list[tuple[str, float, list[tuple[str, float]]]]) -> dict:
     content = [
-        {"token": t, "logprob": lp, "bytes": None,
-         "top_logprobs": [{"token": a, "logprob": b, "bytes": None} for a, b in top]}
+        {
+            "token": t,
+            "logprob": lp,
+            "bytes": None,
+            "top_logprobs": [{"token": a, "logprob": b, "bytes": None} for a, b in top],
+        }
         for t, lp, top in tokens
-    ]  # fmt: skip
+    ]
     text = "".join(t for t, _, _ in tokens)
-    return {"id": "x", "object": "chat.completion", "created": 0, "model": "judge",
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": {"content": content},
-                         "message": {"role": "assistant", "content": text}}]}  # fmt: skip
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "judge",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": {"content": content},
+                "message": {"role": "assistant", "content": text},
+            }
+        ],
+    }
 
 
 @pytest.fixture
@@ -254,9 +274,18 @@ def server(model_dir):
 
 def test_the_endpoint_judge_asks_greedy_top_logprobs_and_reads_the_reply(server, model_dir):
     yes, no = math.log(0.8), math.log(0.15)
-    FakeServer.replies = [(200, completion([("<judgement>", -0.01, []),
-                                           ("YES", yes, [("YES", yes), ("NO", no)]),
-                                           ("</judgement>", -0.01, [])]))]  # fmt: skip
+    FakeServer.replies = [
+        (
+            200,
+            completion(
+                [
+                    ("<judgement>", -0.01, []),
+                    ("YES", yes, [("YES", yes), ("NO", no)]),
+                    ("</judgement>", -0.01, []),
+                ]
+            ),
+        )
+    ]
     cfg = EndpointJudgeConfig(base_url=server, model="judge", tokenizer=str(model_dir))
     v = judge_candidate(candidate(3), EndpointJudge(cfg), budget=10**6)
     assert (v.status, v.run) == (VerdictStatus.SCORED, 3)

@@ -78,15 +78,25 @@ def test_r2e_gyms_format_without_a_served_verifier_is_refused_before_anything_is
     tmp_path,
 ):
     out = tmp_path / "o"
-    res = CliRunner().invoke(app, ["tts", "--config", str(TINY), "--out", str(out),
-                                   "tts.judge.format=r2e-gym"])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["tts", "--config", str(TINY), "--out", str(out), "tts.judge.format=r2e-gym"]
+    )
     assert res.exit_code == 2 and "needs that verifier served (tts.judge.base_url)" in res.output
     assert not out.exists()
 
 
 def test_bad_override_exits_2_with_the_key(tmp_path):
-    res = CliRunner().invoke(app, ["tts", "--config", str(TINY), "--out", str(tmp_path / "o"),
-                                   "tts.judge.max_prompt_tokens=-1"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "tts",
+            "--config",
+            str(TINY),
+            "--out",
+            str(tmp_path / "o"),
+            "tts.judge.max_prompt_tokens=-1",
+        ],
+    )
     assert res.exit_code == 2 and "tts.judge.max_prompt_tokens" in res.output
     assert not (tmp_path / "o").exists()  # nothing written for a config that does not load
 
@@ -99,27 +109,44 @@ def test_the_model_kind_runs_only_where_its_model_is():
 
 # --- mixture ---------------------------------------------------------------------------------
 def _record(iid: str, run: int, resolved: bool) -> EpisodeRecord:
-    traj = Trajectory(instance_id=iid, policy="t", messages=[], steps=[], ending=Ending.SUBMITTED,
-                      patch=f"patch {run} {resolved}")  # fmt: skip
+    traj = Trajectory(
+        instance_id=iid,
+        policy="t",
+        messages=[],
+        steps=[],
+        ending=Ending.SUBMITTED,
+        patch=f"patch {run} {resolved}",
+    )
     outcome = Outcome.RESOLVED if resolved else Outcome.UNRESOLVED
-    return EpisodeRecord(instance_id=iid, run=run, repo="r", status=EpisodeStatus.GRADED,
-                         outcome=outcome, trajectory=traj)  # fmt: skip
+    return EpisodeRecord(
+        instance_id=iid,
+        run=run,
+        repo="r",
+        status=EpisodeStatus.GRADED,
+        outcome=outcome,
+        trajectory=traj,
+    )
 
 
 def test_merge_renumbers_every_slot_once_seeded_per_task(tmp_path):
     for run in range(3):
         RunStore(tmp_path / "made").save(_record("a-1", run, run == 0))
     RunStore(tmp_path / "model").save(_record("a-1", 0, False))
-    slots = {"a-1": [slot("right", tmp_path / "made", 0, detail="the gold patch", expect=True),
-                     slot("misedit", tmp_path / "made", 1, planned="partial"),
-                     slot("comment", tmp_path / "made", 2, expect=False),
-                     slot("model", tmp_path / "model", 0),
-                     slot("model", tmp_path / "model", 1)]}  # never run: missing  # fmt: skip
+    slots = {
+        "a-1": [
+            slot("right", tmp_path / "made", 0, detail="the gold patch", expect=True),
+            slot("misedit", tmp_path / "made", 1, planned="partial"),
+            slot("comment", tmp_path / "made", 2, expect=False),
+            slot("model", tmp_path / "model", 0),
+            slot("model", tmp_path / "model", 1),
+        ]
+    }  # never run: missing
     table = merge_pools(slots, tmp_path / "pool", seed=3)
     rows = table["a-1"]
     assert [r["run"] for r in rows] == list(range(5))
     assert sorted((r["kind"], r["source_run"]) for r in rows) == sorted(
-        (s["kind"], s["source_run"]) for s in slots["a-1"])  # fmt: skip
+        (s["kind"], s["source_run"]) for s in slots["a-1"]
+    )
     merged = {r.run: r for r in RunStore(tmp_path / "pool").records()}
     for r in rows:
         if r["kind"] == "model" and r["source_run"] == 1:
@@ -138,8 +165,11 @@ def test_pick_tasks_takes_the_stated_subset():
     from deepswe.data.datasets import load_tasks
 
     real = load_tasks("swe-mini:test")[0]  # the committed release: any task serves as a shape
-    tasks = [real.model_copy(update={"instance_id": f"{r}__{r}-{i}", "repo": f"pypi/{r}"})
-             for r in "ba" for i in (2, 0, 1)]  # fmt: skip
+    tasks = [
+        real.model_copy(update={"instance_id": f"{r}__{r}-{i}", "repo": f"pypi/{r}"})
+        for r in "ba"
+        for i in (2, 0, 1)
+    ]
     got = pick_tasks(tasks, TaskPick(dataset="d", per_repo=2, repos=["pypi/b"]))
     assert [t.instance_id for t in got] == ["b__b-0", "b__b-1"]
     assert len(pick_tasks(tasks, TaskPick(dataset="d", per_repo=None))) == 6
@@ -168,20 +198,33 @@ def test_tts_end_to_end_on_two_swe_mini_tasks(tmp_path):
     fetch(manifest, rows, log=lambda _: None, rebuild=False)
     judge_base = train_models.build_test_model(tmp_path / "judge-base")
     out = tmp_path / "tts"
-    args = ["tts", "--config", str(TINY), "--out", str(out),
-            "tts.test.ids=[isodate__isodate-2184d719, webcolors__webcolors-023eae96]",
-            "tts.train.per_repo=1", "tts.train.repos=[pypi/addict, pypi/inflection]",
-            "tts.test_mixture={right: 1, wrong_place: 1, regression: 1, comment: 1}",
-            "tts.train_mixture={right: 1, wrong_place: 1}",
-            f"tts.judge.base_models=[{judge_base}]", "tts.auc_bootstrap=100",
-            "tts.judge.overrides=[epochs=2, batch_size=1, heldout_fraction=0.5]"]  # fmt: skip
+    args = [
+        "tts",
+        "--config",
+        str(TINY),
+        "--out",
+        str(out),
+        "tts.test.ids=[isodate__isodate-2184d719, webcolors__webcolors-023eae96]",
+        "tts.train.per_repo=1",
+        "tts.train.repos=[pypi/addict, pypi/inflection]",
+        "tts.test_mixture={right: 1, wrong_place: 1, regression: 1, comment: 1}",
+        "tts.train_mixture={right: 1, wrong_place: 1}",
+        f"tts.judge.base_models=[{judge_base}]",
+        "tts.auc_bootstrap=100",
+        "tts.judge.overrides=[epochs=2, batch_size=1, heldout_fraction=0.5]",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     report = json.loads((out / "report.json").read_text())
     assert (report["tasks"], report["candidates"]) == (2, 8)
     kinds = report["tts"]["mixture"]["test"]["per_kind"]
-    assert kinds["right"] == {"candidates": 2, "resolved": 2, "missing": 0, "as predicted": 2,
-                              "predicted": 2}  # fmt: skip
+    assert kinds["right"] == {
+        "candidates": 2,
+        "resolved": 2,
+        "missing": 0,
+        "as predicted": 2,
+        "predicted": 2,
+    }
     assert all(kinds[k]["resolved"] == 0 for k in ("wrong_place", "regression", "comment"))
     assert report["pass@1"]["mean"] == pytest.approx(0.25)
     scores = report["scores"]["scores"]
@@ -219,8 +262,19 @@ def test_a_served_judge_is_checked_before_anything_runs_or_is_written(
     assert res.exit_code == 2, res.output
     assert f"the key in $OPENAI_API_KEY was refused by {url} (HTTP 401" in res.output
     monkeypatch.setenv("OPENAI_API_KEY", models_endpoint.key)
-    res = CliRunner().invoke(app, ["tts", "--config", str(TINY), "--out", str(out), *judge[:1],
-                                   "tts.judge.model=judge", *judge[2:]])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "tts",
+            "--config",
+            str(TINY),
+            "--out",
+            str(out),
+            *judge[:1],
+            "tts.judge.model=judge",
+            *judge[2:],
+        ],
+    )
     assert res.exit_code == 2, res.output
     assert f"model 'judge' is not served at {url}; it serves: judge-lora" in res.output
     assert not out.exists()

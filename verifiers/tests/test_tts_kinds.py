@@ -34,7 +34,10 @@ BUGS = {  # instance id -> (clean text, buggy text): one mutation each
     "pkg__pkg-clamp": ("    if x > hi:\n", "    if x >= hi:\n"),
     "pkg__pkg-shift": ("    total = x + n\n", "    total = x - n\n"),
 }
-TESTS = {"pkg__pkg-clamp": "tests/test_ops.py::test_clamp", "pkg__pkg-shift": "tests/test_ops.py::test_shift"}  # fmt: skip
+TESTS = {
+    "pkg__pkg-clamp": "tests/test_ops.py::test_clamp",
+    "pkg__pkg-shift": "tests/test_ops.py::test_shift",
+}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -64,13 +67,17 @@ def tasks(tmp_path_factory) -> dict[str, Task]:
         gold = git(repo, "diff", base, clean)
         others = [TESTS[o] for o in BUGS if o != iid]
         out[iid] = Task(
-            instance_id=iid, repo="pypi/pkg", base_commit=base, source=TaskSource.SWE_MINI,
-            problem_statement=f"{iid} is wrong", gold_patch=gold,
+            instance_id=iid,
+            repo="pypi/pkg",
+            base_commit=base,
+            source=TaskSource.SWE_MINI,
+            problem_statement=f"{iid} is wrong",
+            gold_patch=gold,
             environment=EnvironmentSpec(source=str(repo)),
             test_spec=TestSpec(command="python -m pytest tests", log_parser="pytest"),
             hidden=HiddenTests(fail_to_pass=[TESTS[iid]], pass_to_pass=others),
             metadata={"function": iid.split("-")[-1], "mutation": "flip_comparison"},
-        )  # fmt: skip
+        )
     return out
 
 
@@ -78,8 +85,11 @@ def applies(task: Task, patch: str, tmp: Path) -> str:
     """The module after `git apply` of `patch` on a checkout of the task's base commit."""
     work = tmp / "work"
     if not work.exists():
-        subprocess.run(["git", "clone", "-q", task.environment.source, str(work)], check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["git", "clone", "-q", task.environment.source, str(work)],
+            check=True,
+            capture_output=True,
+        )
     git(work, "-c", "advice.detachedHead=false", "checkout", "-q", "-f", task.base_commit)
     git(work, "clean", "-qfd")
     subprocess.run(["git", "-C", str(work), "apply", "-"], input=patch, text=True, check=True)
@@ -87,8 +97,14 @@ def applies(task: Task, patch: str, tmp: Path) -> str:
 
 
 def edits(task: Task) -> TaskEdits:
-    return TaskEdits(task.instance_id, task.gold_patch, base_reader(task), 0,
-                     task.metadata["function"], task.metadata["mutation"])  # fmt: skip
+    return TaskEdits(
+        task.instance_id,
+        task.gold_patch,
+        base_reader(task),
+        0,
+        task.metadata["function"],
+        task.metadata["mutation"],
+    )
 
 
 def test_each_kind_is_what_it_says_and_applies_at_base(tasks, tmp_path):
@@ -97,8 +113,10 @@ def test_each_kind_is_what_it_says_and_applies_at_base(tasks, tmp_path):
     buggy, fixed = CLEAN.replace(*BUGS[task.instance_id]), CLEAN
     partners = partners_of(task, list(tasks.values()))
     assert [p.instance_id for p in partners] == ["pkg__pkg-shift"]
-    made = {k: e.variants(k, 3, partners) for k in
-            ("right", "misedit", "wrong_place", "regression", "comment", "empty", "partial")}  # fmt: skip
+    made = {
+        k: e.variants(k, 3, partners)
+        for k in ("right", "misedit", "wrong_place", "regression", "comment", "empty", "partial")
+    }
     assert applies(task, made["right"][0].patch, tmp_path) == fixed
     assert made["empty"][0].patch == "" and made["partial"] == []  # a one-line gold: no part
     for m in made["misedit"]:  # the right line edited, but neither the bug nor the fix

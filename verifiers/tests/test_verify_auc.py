@@ -10,8 +10,14 @@ from deepswe.verify.auc import auc, auc_report, hanley_mcneil_se
 
 
 def test_auc_equals_counting_every_pair_ties_half():
-    pts = [("a", 0.9, True), ("a", 0.5, False), ("b", 0.5, True), ("b", 0.2, False),
-           ("c", 0.5, False), ("c", 0.7, True)]  # fmt: skip
+    pts = [
+        ("a", 0.9, True),
+        ("a", 0.5, False),
+        ("b", 0.5, True),
+        ("b", 0.2, False),
+        ("c", 0.5, False),
+        ("c", 0.7, True),
+    ]
     pairs = [(p, n) for p, n in itertools.product(pts, pts) if p[2] and not n[2]]
     brute = sum(1.0 if p[1] > n[1] else 0.5 if p[1] == n[1] else 0.0 for p, n in pairs)
     assert auc(pts) == pytest.approx(brute / len(pairs))

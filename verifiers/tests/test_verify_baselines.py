@@ -16,8 +16,10 @@ from deepswe.verify.types import Scores
 
 def diff(path: str, old: list[str], new: list[str]) -> str:
     body = "".join(f"-{x}\n" for x in old) + "".join(f"+{x}\n" for x in new)
-    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
-            f"@@ -1,{len(old) + 1} +1,{len(new) + 1} @@\n def f(a, b):\n{body}")  # fmt: skip
+    return (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+        f"@@ -1,{len(old) + 1} +1,{len(new) + 1} @@\n def f(a, b):\n{body}"
+    )
 
 
 FIX = diff("src/pkg/ops.py", ["    return a - b"], ["    return a + b"])
@@ -65,16 +67,22 @@ def hand_pool() -> dict[str, list[Scores]]:
 
     wrong = diff("src/pkg/ops.py", ["    return a - b"], ["    return a * b"])
     return {
-        "a": [s(0, True, FIX, 0.9), s(1, False, COMMENT_ABOVE, 0.1), s(2, False, wrong, 0.2),
-              s(3, False, "", 0.1)],
+        "a": [
+            s(0, True, FIX, 0.9),
+            s(1, False, COMMENT_ABOVE, 0.1),
+            s(2, False, wrong, 0.2),
+            s(3, False, "", 0.1),
+        ],
         "b": [s(0, True, BIGGER, 0.3), s(1, False, wrong, 0.8), s(2, False, COMMENT_BESIDE, 0.1)],
-    }  # fmt: skip
+    }
 
 
 def test_baselines_best_at_n_counted_by_hand():
     pools = hand_pool()
-    at_n = {m: method_curve(pools, m).points[-1].mean
-            for m in ("changes-code", "smallest", "random", "oracle")}  # fmt: skip
+    at_n = {
+        m: method_curve(pools, m).points[-1].mean
+        for m in ("changes-code", "smallest", "random", "oracle")
+    }
     # changes-code: a ties the fix with the wrong edit (1/2), b the two code edits (1/2)
     assert at_n["changes-code"] == pytest.approx(0.5)
     # smallest: a ties fix and wrong edit (both 2 lines: 1/2); b picks the 2-line wrong edit (0)
@@ -102,8 +110,12 @@ def test_a_verifier_is_worth_its_gain_over_the_best_baseline():
     # ef picks the fix in a (1) and the wrong edit in b (0); changes-code gets 1/2 in each
     assert (row["best_baseline"], row["value"], row["baseline"]) == ("changes-code", 0.5, 0.5)
     assert row["gain"] == pytest.approx(0.0) and row["stderr"] == pytest.approx(0.5)
-    table = score_table({n: points_of(pools, n) for n in ("ef", "changes-code", "smallest")},
-                        ["ef"], ["changes-code", "smallest"], bootstrap=200)  # fmt: skip
+    table = score_table(
+        {n: points_of(pools, n) for n in ("ef", "changes-code", "smallest")},
+        ["ef"],
+        ["changes-code", "smallest"],
+        bootstrap=200,
+    )
     g = table["gains"]["ef"]["within_task_auc"]
     # ef within task: a 3/3, b 1/2 -> 4/5; the best baseline (changes-code) 4/5
     assert g["best_baseline"] == "changes-code" and g["gain"] == pytest.approx(0.0)

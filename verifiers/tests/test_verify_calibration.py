@@ -14,8 +14,13 @@ from deepswe.verify.calibration import (
     reliability,
 )
 
-POINTS = [("a", 0.05, False), ("a", 0.15, False), ("b", 0.85, False), ("b", 0.95, True),
-          ("c", 1.0, True)]  # fmt: skip
+POINTS = [
+    ("a", 0.05, False),
+    ("a", 0.15, False),
+    ("b", 0.85, False),
+    ("b", 0.95, True),
+    ("c", 1.0, True),
+]
 
 
 def test_ece_counted_by_hand():

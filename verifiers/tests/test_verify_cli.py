@@ -56,12 +56,20 @@ def test_select_run_reads_candidates_and_verdicts(tmp_path: Path) -> None:
     for k, (ok, ef) in enumerate([(False, 0.9), (True, 0.7), (False, None)]):
         store.save(
             EpisodeRecord(
-                instance_id="t1", run=k, repo="a/b", status=EpisodeStatus.GRADED,
+                instance_id="t1",
+                run=k,
+                repo="a/b",
+                status=EpisodeStatus.GRADED,
                 outcome="resolved" if ok else "unresolved",
-                trajectory=Trajectory(instance_id="t1", policy="p", messages=[],
-                                      ending="submitted", patch=f"patch-{k}"),
+                trajectory=Trajectory(
+                    instance_id="t1",
+                    policy="p",
+                    messages=[],
+                    ending="submitted",
+                    patch=f"patch-{k}",
+                ),
             )
-        )  # fmt: skip
+        )
         status = VerdictStatus.SCORED if ef is not None else VerdictStatus.UNREACHABLE
         verdicts.save(Verdict(verifier="ef", instance_id="t1", run=k, status=status, score=ef))
         verdicts.save(
@@ -107,11 +115,17 @@ def test_bad_record_names_file_and_field(tmp_path: Path) -> None:
 def test_corrupt_verdict_is_named(tmp_path: Path) -> None:
     run = tmp_path / "eval-1"
     RunStore(run).save(
-        EpisodeRecord(instance_id="t1", run=0, repo="a/b", status=EpisodeStatus.GRADED,
-                      outcome="resolved",
-                      trajectory=Trajectory(instance_id="t1", policy="p", messages=[],
-                                            ending="submitted", patch="p"))
-    )  # fmt: skip
+        EpisodeRecord(
+            instance_id="t1",
+            run=0,
+            repo="a/b",
+            status=EpisodeStatus.GRADED,
+            outcome="resolved",
+            trajectory=Trajectory(
+                instance_id="t1", policy="p", messages=[], ending="submitted", patch="p"
+            ),
+        )
+    )
     bad = run / "verdicts" / "ef" / "t1" / "run-0.json"
     bad.parent.mkdir(parents=True)
     bad.write_text('{"verifier": "ef", "instance_id": "t1", "run": 0, "status": "scored"}')
@@ -128,8 +142,10 @@ def test_console_script_runs(tmp_path: Path) -> None:
     )
     proc = subprocess.run(
         [*cmd, "select", "--recorded", str(traj), "--out", str(tmp_path / "o")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "o" / "predictions" / "hybrid.jsonl").is_file()
 
@@ -137,10 +153,17 @@ def test_console_script_runs(tmp_path: Path) -> None:
 def test_score_names_what_is_missing(tmp_path: Path) -> None:
     run = tmp_path / "eval-1"
     RunStore(run).save(
-        EpisodeRecord(instance_id="t1", run=0, repo="a/b", status=EpisodeStatus.GRADED,
-                      outcome="resolved", trajectory=Trajectory(instance_id="t1", policy="p",
-                      messages=[], ending="submitted", patch="p"))
-    )  # fmt: skip
+        EpisodeRecord(
+            instance_id="t1",
+            run=0,
+            repo="a/b",
+            status=EpisodeStatus.GRADED,
+            outcome="resolved",
+            trajectory=Trajectory(
+                instance_id="t1", policy="p", messages=[], ending="submitted", patch="p"
+            ),
+        )
+    )
     for args, message in [
         (["--verifier", "ef"], "needs --judge-path, or --judge-url"),
         (["--verifier", "ef", "--judge-url", "http://x/v1"], "--judge-model"),

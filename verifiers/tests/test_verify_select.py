@@ -119,8 +119,9 @@ def test_expected_is_the_survivors_share(method: str, pool: list[Scores]) -> Non
 @pytest.mark.parametrize("method", METHODS)
 def test_one_candidate_is_selected(method: str) -> None:
     """R2E-Gym's hybrid keeps len // 2 = 0 candidates for K = 1 and max() of nothing raises."""
-    one = Scores(run=3, resolved=True, ef=0.2, regression=1, reproduction=0, changes_code=1,
-                 smallest=0.5)  # fmt: skip
+    one = Scores(
+        run=3, resolved=True, ef=0.2, regression=1, reproduction=0, changes_code=1, smallest=0.5
+    )
     sel = select([one], method)
     assert (sel.status, sel.chosen, sel.survivors, sel.expected_resolved) == (
         SelectionStatus.SELECTED,
@@ -153,8 +154,13 @@ def test_missing_scores_are_named_never_zero(pool: list[Scores]) -> None:
     or reproduction score missing for every candidate skips that rule instead."""
     for method in METHODS:
         sel = select(pool, method)
-        needs = {"ef": ["ef"], "oracle": [], "random": [], "changes-code": ["changes_code"],
-                 "smallest": ["smallest"]}.get(method, [])  # fmt: skip
+        needs = {
+            "ef": ["ef"],
+            "oracle": [],
+            "random": [],
+            "changes-code": ["changes_code"],
+            "smallest": ["smallest"],
+        }.get(method, [])
         lacking = [n for n in needs if any(getattr(s, n) is None for s in pool)]
         if method in ("hybrid", "hybrid-curve") and any(s.ef is None for s in pool):
             lacking.append("ef")

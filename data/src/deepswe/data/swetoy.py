@@ -27,11 +27,31 @@ from deepswe.data.toy import diff_to
 BUGGY, FIXED = "return a - b", "return a + b"
 # Names of the function that should add: train and test draw from disjoint halves.
 ADDERS = [
-    "add", "plus", "total", "combine", "sum_pair", "merge_counts", "accumulate", "grow_by",
-    "extend_by", "shift_up", "increase", "raise_by", "credit", "deposit", "bump", "join_totals",
-    "add_offset", "stack", "append_amount", "top_up", "carry_over", "tally_up", "sum_two",
+    "add",
+    "plus",
+    "total",
+    "combine",
+    "sum_pair",
+    "merge_counts",
+    "accumulate",
+    "grow_by",
+    "extend_by",
+    "shift_up",
+    "increase",
+    "raise_by",
+    "credit",
+    "deposit",
+    "bump",
+    "join_totals",
+    "add_offset",
+    "stack",
+    "append_amount",
+    "top_up",
+    "carry_over",
+    "tally_up",
+    "sum_two",
     "pile_on",
-]  # fmt: skip
+]
 # Neighbours: (name, args, body, a hidden-test-free example call and its value).
 NEIGHBOURS = [
     ("product", "a, b", "return a * b"),
@@ -46,10 +66,31 @@ NEIGHBOURS = [
     ("negate", "a", "return -a"),
 ]
 PROJECTS = [
-    "ledger", "tally", "meter", "abacus", "counter", "scales", "gauge", "crate", "parcel",
-    "bundle", "quota", "budget", "census", "inventory", "scorebook", "pedometer", "odometer",
-    "treasury", "pantry", "cellar", "granary", "wallet", "piggybank", "till",
-]  # fmt: skip
+    "ledger",
+    "tally",
+    "meter",
+    "abacus",
+    "counter",
+    "scales",
+    "gauge",
+    "crate",
+    "parcel",
+    "bundle",
+    "quota",
+    "budget",
+    "census",
+    "inventory",
+    "scorebook",
+    "pedometer",
+    "odometer",
+    "treasury",
+    "pantry",
+    "cellar",
+    "granary",
+    "wallet",
+    "piggybank",
+    "till",
+]
 STATEMENTS = [
     "`{name}({x}, {y})` returns `{bad}`, but it should return `{good}`.",
     "`{project}.ops.{name}` gives the wrong answer: `{name}({x}, {y})` is `{bad}`, I expected "
@@ -61,17 +102,20 @@ STATEMENTS = [
 SPLITS = ("train", "test")
 # Fixed commit dates: the same repository content gives the same commit ids on every machine.
 _GIT_ENV = {
-    "GIT_AUTHOR_NAME": "swe-toy", "GIT_AUTHOR_EMAIL": "swe-toy@localhost",
-    "GIT_COMMITTER_NAME": "swe-toy", "GIT_COMMITTER_EMAIL": "swe-toy@localhost",
+    "GIT_AUTHOR_NAME": "swe-toy",
+    "GIT_AUTHOR_EMAIL": "swe-toy@localhost",
+    "GIT_COMMITTER_NAME": "swe-toy",
+    "GIT_COMMITTER_EMAIL": "swe-toy@localhost",
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
-}  # fmt: skip
+}
 
 
 def _git(repo: Path, *args: str) -> str:
     env = {**os.environ, **_GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True, env=env).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout
 
 
 def _ops(adder: str, neighbours: list[tuple[str, str, str]], pos: int, body: str) -> str:
@@ -124,7 +168,7 @@ def make_task(root: Path, split: str, k: int, seed: int = 0) -> Task:
         environment=EnvironmentSpec(source=str(repo), pip=["pytest"]),
         test_spec=TestSpec(
             command="python -m pytest -rA -p no:cacheprovider tests", log_parser="pytest"
-        ),  # fmt: skip
+        ),
         hidden=HiddenTests(
             fail_to_pass=[f"{test_path}::test_{adder}"],
             pass_to_pass=["tests/test_smoke.py::test_import"],

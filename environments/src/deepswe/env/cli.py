@@ -268,9 +268,14 @@ def _gc_docker(
 
     try:
         report = collect(
-            everything=everything, selector=labels, parallel=parallel, call_timeout_s=timeout,
-            max_seconds=max_seconds, progress=progress, state=state_file(),
-        )  # fmt: skip
+            everything=everything,
+            selector=labels,
+            parallel=parallel,
+            call_timeout_s=timeout,
+            max_seconds=max_seconds,
+            progress=progress,
+            state=state_file(),
+        )
     except SandboxError as exc:  # no engine at all
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -103,9 +103,12 @@ def run_task(
     submission = getattr(policy, "submission", None)
     if submission is not None:  # a patch made elsewhere: graded as it is, no episode
         traj = Trajectory(
-            instance_id=task.instance_id, policy=policy.name, messages=[],
-            ending=Ending.SUBMITTED, patch=submission,
-        )  # fmt: skip
+            instance_id=task.instance_id,
+            policy=policy.name,
+            messages=[],
+            ending=Ending.SUBMITTED,
+            patch=submission,
+        )
         return _graded(traj, task, None, backend, sandbox_limits) if grade else traj
     try:
         image = ensure_task_image(task, log=lambda _: None)

@@ -347,12 +347,12 @@ DSW_EOF
 """
 
 DIST_INFO = (
-    _write("calcplug-0.1.DIST-INFO/METADATA", "Metadata-Version: 2.1\nName: calcplug\n"
-           "Version: 0.1\n")
-    + _write("calcplug-0.1.DIST-INFO/entry_points.txt",
-             "[pytest11]\ncalcplug = calcplug_plugin\n")
+    _write(
+        "calcplug-0.1.DIST-INFO/METADATA", "Metadata-Version: 2.1\nName: calcplug\nVersion: 0.1\n"
+    )
+    + _write("calcplug-0.1.DIST-INFO/entry_points.txt", "[pytest11]\ncalcplug = calcplug_plugin\n")
     + _write("calcplug_plugin.py", FORCE_PASS)
-)  # fmt: skip
+)
 
 SCRIPTS = {  # the attacks that write root files; the others inject PAYLOADS[name]
     "conftest-hookwrapper": CONFTESTS,

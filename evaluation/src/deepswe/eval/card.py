@@ -150,8 +150,10 @@ def check_resume(old: RunCard, new: RunCard) -> None:
     diffs = [f"{k}: on disk {_short(a[k])}, asked {_short(b[k])}" for k in a if a[k] != b[k]]
     was, now = (c.served_weights.digest if c.served_weights else None for c in (old, new))
     if was is not None and now is not None and was != now:  # the endpoint now serves other weights
-        diffs.append(f"served_weights.digest: on disk {_short(was)}, asked {_short(now)} "
-                     "(the endpoint serves other weights than the run started with)")  # fmt: skip
+        diffs.append(
+            f"served_weights.digest: on disk {_short(was)}, asked {_short(now)} "
+            "(the endpoint serves other weights than the run started with)"
+        )
     if diffs:
         raise ProtocolMismatch(
             "this run folder was started with a different protocol; use a new --out, or the "

@@ -131,18 +131,34 @@ def run(
     from deepswe.eval.swebench_io import write_swebench_files
 
     args = dict(key_value(a) for a in policy_arg) if policy_arg else None
-    cfg = read_config(config, overrides, {
-        "dataset": dataset, "policy.name": policy, "policy.args": args, "runs": runs,
-        "workers": workers, "policy.base_url": base_url, "policy.model": model,
-        "policy.temperature": temperature, "policy.max_tokens": max_tokens, "policy.seed": seed,
-        "policy.replay_dir": str(replay_dir) if replay_dir else None,
-        "episode.max_steps": max_steps, "episode.max_context_tokens": max_context,
-        "episode.prompt_variant": prompt_variant, "infra_retries": infra_retries,
-        "max_infra_errors": max_infra_errors, "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "r2e_env": r2e_env, "sandbox.memory": memory,
-        "sandbox.cpus": cpus,
-        "sandbox_backend": sandbox,
-    })  # fmt: skip
+    cfg = read_config(
+        config,
+        overrides,
+        {
+            "dataset": dataset,
+            "policy.name": policy,
+            "policy.args": args,
+            "runs": runs,
+            "workers": workers,
+            "policy.base_url": base_url,
+            "policy.model": model,
+            "policy.temperature": temperature,
+            "policy.max_tokens": max_tokens,
+            "policy.seed": seed,
+            "policy.replay_dir": str(replay_dir) if replay_dir else None,
+            "episode.max_steps": max_steps,
+            "episode.max_context_tokens": max_context,
+            "episode.prompt_variant": prompt_variant,
+            "infra_retries": infra_retries,
+            "max_infra_errors": max_infra_errors,
+            "repo_mirror": str(repo_mirror) if repo_mirror else None,
+            "swebench_env": swebench_env,
+            "r2e_env": r2e_env,
+            "sandbox.memory": memory,
+            "sandbox.cpus": cpus,
+            "sandbox_backend": sandbox,
+        },
+    )
     if dry_run:
         typer.echo(cfg.model_dump_json(indent=1))
         return
@@ -214,8 +230,10 @@ def images(
     for line in plan.lines(repo_mirror):
         typer.echo(line)
     if plan.missing:
-        fail(f"{len(plan.missing)} row(s) have no image and cannot be built: "
-              f"{next(iter(plan.missing.values()))}")  # fmt: skip
+        fail(
+            f"{len(plan.missing)} row(s) have no image and cannot be built: "
+            f"{next(iter(plan.missing.values()))}"
+        )
     if not plan.usable:
         fail(f"dataset {dataset}: no row can run here")
 
@@ -288,11 +306,18 @@ def grade(
     from deepswe.eval.grade_predictions import grade_all
     from deepswe.eval.swebench_io import read_predictions
 
-    cfg = read_config(config, overrides, {
-        "dataset": dataset, "workers": workers, "max_infra_errors": max_infra_errors,
-        "repo_mirror": str(repo_mirror) if repo_mirror else None, "swebench_env": swebench_env,
-        "r2e_env": r2e_env,
-    })  # fmt: skip
+    cfg = read_config(
+        config,
+        overrides,
+        {
+            "dataset": dataset,
+            "workers": workers,
+            "max_infra_errors": max_infra_errors,
+            "repo_mirror": str(repo_mirror) if repo_mirror else None,
+            "swebench_env": swebench_env,
+            "r2e_env": r2e_env,
+        },
+    )
     try:
         preds = read_predictions(predictions)
     except (ValueError, json.JSONDecodeError) as exc:

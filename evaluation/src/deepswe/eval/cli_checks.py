@@ -50,11 +50,19 @@ def validate(
     from deepswe.eval.card import ProtocolMismatch
     from deepswe.eval.validate import validate_tasks
 
-    cfg = read_config(config, overrides, {
-        "dataset": dataset, "baseline_runs": rounds, "workers": workers,
-        "sandbox_backend": sandbox, "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "r2e_env": r2e_env,
-    })  # fmt: skip
+    cfg = read_config(
+        config,
+        overrides,
+        {
+            "dataset": dataset,
+            "baseline_runs": rounds,
+            "workers": workers,
+            "sandbox_backend": sandbox,
+            "repo_mirror": str(repo_mirror) if repo_mirror else None,
+            "swebench_env": swebench_env,
+            "r2e_env": r2e_env,
+        },
+    )
     tasks, unsupported = tasks_to_check(cfg, ids, limit)
     try:
         result = validate_tasks(tasks, out, cfg, tools=tools, unsupported=unsupported)
@@ -63,8 +71,11 @@ def validate(
     typer.echo(json.dumps(result.summary(), indent=1))
     say_unsupported(result.unsupported, cfg.dataset)
     if not result.ok:
-        fail(f"{len(result.failed)} failed, {len(result.undecided)} undecided, "
-              f"{len(result.unsupported)} not graded here", code=1)  # fmt: skip
+        fail(
+            f"{len(result.failed)} failed, {len(result.undecided)} undecided, "
+            f"{len(result.unsupported)} not graded here",
+            code=1,
+        )
 
 
 def audit(
@@ -99,17 +110,25 @@ def audit(
     unknown = [a for a in attacks or [] if a not in ATTACKS]
     if unknown:
         fail(f"--attacks: unknown {', '.join(unknown)}; see --list")
-    cfg = read_config(config, overrides, {
-        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
-        "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "r2e_env": r2e_env,
-    })  # fmt: skip
+    cfg = read_config(
+        config,
+        overrides,
+        {
+            "dataset": dataset,
+            "workers": workers,
+            "sandbox_backend": sandbox,
+            "repo_mirror": str(repo_mirror) if repo_mirror else None,
+            "swebench_env": swebench_env,
+            "r2e_env": r2e_env,
+        },
+    )
     result = _manifest(cfg, out, ids, limit, attacks or None)
     s = result.summary
     problems = [f"HOLE: {n} resolved {', '.join(i)}" for n, i in s.holes.items()]
     problems += [f"unhealthy: {i}: {'; '.join(result.tasks[i].reasons)}" for i in s.unhealthy]
-    problems += [f"infra_error in {f}: {', '.join(i)} (run again to retry)"
-                 for f, i in s.undecided.items()]  # fmt: skip
+    problems += [
+        f"infra_error in {f}: {', '.join(i)} (run again to retry)" for f, i in s.undecided.items()
+    ]
     if problems:
         fail(f"audit of {cfg.dataset} failed:\n  " + "\n  ".join(problems), code=1)
 
@@ -149,11 +168,19 @@ def health(
     need for the network read from gold's log. Writes OUT/health.json, which training reads to
     leave unhealthy tasks out (data.health), and OUT/health.md. Exit 0 once every run is
     decided (3 while infra errors remain: run again)."""
-    cfg = read_config(config, overrides, {
-        "dataset": dataset, "workers": workers, "sandbox_backend": sandbox,
-        "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env, "r2e_env": r2e_env, "baseline_runs": rounds or 3,
-    })  # fmt: skip
+    cfg = read_config(
+        config,
+        overrides,
+        {
+            "dataset": dataset,
+            "workers": workers,
+            "sandbox_backend": sandbox,
+            "repo_mirror": str(repo_mirror) if repo_mirror else None,
+            "swebench_env": swebench_env,
+            "r2e_env": r2e_env,
+            "baseline_runs": rounds or 3,
+        },
+    )
     result = _manifest(cfg, out, ids, limit, [])
     s = result.summary
     typer.echo(f"health: {s.healthy} of {s.tasks} task(s) healthy; manifest {out}/health.json")

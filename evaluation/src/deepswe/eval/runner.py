@@ -162,9 +162,12 @@ def run_all(
                 if not console.is_terminal:  # a log or a pipe: no live bar, one line an episode
                     n = int(progress.tasks[0].completed)
                     what = record.outcome.value if record.outcome else record.status.value
-                    console.print(f"episode {n}/{total}: {record.instance_id} run {record.run}: "
-                                  f"{what} (resolved so far {resolved})", markup=False,
-                                  highlight=False)  # fmt: skip
+                    console.print(
+                        f"episode {n}/{total}: {record.instance_id} run {record.run}: "
+                        f"{what} (resolved so far {resolved})",
+                        markup=False,
+                        highlight=False,
+                    )
                 if on_record:
                     on_record(record)
         except BaseException:

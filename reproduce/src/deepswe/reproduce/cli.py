@@ -51,15 +51,22 @@ def run(
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    ctx = Context(profile=config, out=_out(out, cfg.profile), cfg=cfg,
-                  echo=lambda m: typer.echo(m))  # fmt: skip
+    ctx = Context(profile=config, out=_out(out, cfg.profile), cfg=cfg, echo=lambda m: typer.echo(m))
     try:
-        run_pipeline(ctx, stages_for(ctx), fresh=fresh, setup_seconds=setup_seconds,
-                     after=lambda c: write_report(c.out, c.cfg))  # fmt: skip
+        run_pipeline(
+            ctx,
+            stages_for(ctx),
+            fresh=fresh,
+            setup_seconds=setup_seconds,
+            after=lambda c: write_report(c.out, c.cfg),
+        )
     except StageFailed as exc:
         typer.echo(f"\nmake reproduce stopped: {exc}", err=True)
-        typer.echo(f"the report of what finished: {ctx.out / 'REPORT.md'}; rerun to continue "
-                   "from this stage, FRESH=1 to start over", err=True)  # fmt: skip
+        typer.echo(
+            f"the report of what finished: {ctx.out / 'REPORT.md'}; rerun to continue "
+            "from this stage, FRESH=1 to start over",
+            err=True,
+        )
         raise typer.Exit(1) from None
     typer.echo(f"\nmake reproduce: done. {ctx.out / 'REPORT.md'} and {ctx.out / 'report.html'}")
 
@@ -78,8 +85,10 @@ def status(
     for name in state.get("order", state["stages"]):
         rec = state["stages"].get(name, {})
         secs = f"{rec['seconds']:.0f} s" if "seconds" in rec else ""
-        typer.echo(f"{name:14} {rec.get('status', 'pending'):8} {secs:>8}  "
-                   f"{(rec.get('error') or '').splitlines()[0] if rec.get('error') else ''}")  # fmt: skip
+        typer.echo(
+            f"{name:14} {rec.get('status', 'pending'):8} {secs:>8}  "
+            f"{(rec.get('error') or '').splitlines()[0] if rec.get('error') else ''}"
+        )
 
 
 @app.command()

@@ -74,8 +74,13 @@ class Context:
         with log.open("a") as fh:
             fh.write(f"$ {shown}\n")
             fh.flush()
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env={**os.environ, **(env or {})})  # fmt: skip
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, **(env or {})},
+            )
             assert proc.stdout is not None
             for line in proc.stdout:
                 fh.write(line)
@@ -139,8 +144,10 @@ def run_pipeline(
         for i, stage in enumerate(stages, 1):
             rec = state["stages"].get(stage.name, {})
             if rec.get("status") == "done":
-                ctx.echo(f"== [{i}/{len(stages)}] {stage.name}: done before "
-                         f"({rec['seconds']:.0f} s), skipped")  # fmt: skip
+                ctx.echo(
+                    f"== [{i}/{len(stages)}] {stage.name}: done before "
+                    f"({rec['seconds']:.0f} s), skipped"
+                )
                 continue
             ctx.echo(f"== [{i}/{len(stages)}] {stage.name}: {stage.what}")
             ctx.stage, ctx.commands = stage.name, []
@@ -151,16 +158,25 @@ def run_pipeline(
             try:
                 result = stage.run(ctx)
             except BaseException as exc:  # a failed stage, or ^C: record it, then stop
-                rec.update(status="failed", seconds=round(time.monotonic() - t0, 1),
-                           commands=ctx.commands, error=f"{type(exc).__name__}: {exc}"[:4000])  # fmt: skip
+                rec.update(
+                    status="failed",
+                    seconds=round(time.monotonic() - t0, 1),
+                    commands=ctx.commands,
+                    error=f"{type(exc).__name__}: {exc}"[:4000],
+                )
                 write_state(ctx.out, state)
                 if isinstance(exc, StageFailed):
                     raise
                 if isinstance(exc, Exception):
                     raise StageFailed(f"stage {stage.name}: {type(exc).__name__}: {exc}") from exc
                 raise
-            rec.update(status="done", seconds=round(time.monotonic() - t0, 1),
-                       commands=ctx.commands, artifacts=result.artifacts, numbers=result.numbers)  # fmt: skip
+            rec.update(
+                status="done",
+                seconds=round(time.monotonic() - t0, 1),
+                commands=ctx.commands,
+                artifacts=result.artifacts,
+                numbers=result.numbers,
+            )
             write_state(ctx.out, state)
             ctx.echo(f"== {stage.name}: done in {rec['seconds']:.0f} s")
         state["finished"] = _now()

@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-OUTCOMES = ["resolved", "unresolved", "patch_apply_failed", "test_timeout", "infra_error",
-            "unsupported"]  # fmt: skip
-COLORS = {"resolved": "#2e7d32", "unresolved": "#9e9e9e", "patch_apply_failed": "#ef6c00",
-          "test_timeout": "#8e24aa", "infra_error": "#c62828", "unsupported": "#1565c0"}  # fmt: skip
+OUTCOMES = [
+    "resolved",
+    "unresolved",
+    "patch_apply_failed",
+    "test_timeout",
+    "infra_error",
+    "unsupported",
+]
+COLORS = {
+    "resolved": "#2e7d32",
+    "unresolved": "#9e9e9e",
+    "patch_apply_failed": "#ef6c00",
+    "test_timeout": "#8e24aa",
+    "infra_error": "#c62828",
+    "unsupported": "#1565c0",
+}
 
 
 def _plt():
@@ -29,8 +41,12 @@ def plot_reward(metrics: list[dict], path: Path) -> bool:
     ax.plot(steps, [m.get("reward/mean", 0.0) for m in metrics], marker="o", label="reward (mean)")
     if any("filter/masked" in m for m in metrics):
         n = [max(m.get("filter/trained", 0) + m.get("filter/masked", 0), 1) for m in metrics]
-        ax.plot(steps, [m.get("filter/masked", 0) / k for m, k in zip(metrics, n, strict=True)], ls="--",
-                label="share masked (max_steps, timeout)")  # fmt: skip
+        ax.plot(
+            steps,
+            [m.get("filter/masked", 0) / k for m, k in zip(metrics, n, strict=True)],
+            ls="--",
+            label="share masked (max_steps, timeout)",
+        )
     ax.set_xlabel("GRPO++ step")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("training reward (one point = the step's episodes)")

@@ -95,8 +95,16 @@ def first_episode(run_dir: Path, resolved: bool) -> str | None:
 def _stage_table(state: dict, out: Path) -> Table:
     rows = []
     if state.get("setup_seconds") is not None:
-        rows.append(["setup", "venv, editable installs, Docker engine, base images, vLLM's CPU build (make)",
-                     "done", f"{state['setup_seconds']:.0f}", "", ""])  # fmt: skip
+        rows.append(
+            [
+                "setup",
+                "venv, editable installs, Docker engine, base images, vLLM's CPU build (make)",
+                "done",
+                f"{state['setup_seconds']:.0f}",
+                "",
+                "",
+            ]
+        )
     for name in state.get("order", []):
         rec = state["stages"].get(name, {})
         secs = f"{rec['seconds']:.0f}" if "seconds" in rec else ""
@@ -104,8 +112,16 @@ def _stage_table(state: dict, out: Path) -> Table:
         more = len(rec.get("commands", [])) - 3
         cmds += f" (+{more} more)" if more > 0 else ""
         arts = ", ".join(f"[{a}]({_link(a, out)})" for a in rec.get("artifacts", []))
-        rows.append([name, state.get("what", {}).get(name, ""), rec.get("status", "not run"),
-                     secs, cmds, arts])  # fmt: skip
+        rows.append(
+            [
+                name,
+                state.get("what", {}).get(name, ""),
+                rec.get("status", "not run"),
+                secs,
+                cmds,
+                arts,
+            ]
+        )
     return Table(["stage", "what", "status", "seconds", "commands", "artifacts"], rows)
 
 
@@ -132,24 +148,34 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
     failed = [n for n in state.get("order", []) if st.get(n, {}).get("status") == "failed"]
     pre = st.get("preflight", {}).get("numbers", {})
     blocks: list[Block] = [Heading(f"make reproduce: profile {cfg.profile}", 1)]
-    machine = ", ".join(fmt.format(pre[k]) for k, fmt in
-                        (("cores", "{} cores"), ("memory_gb", "{} GB memory"), ("docker", "Docker {}"))
-                        if k in pre)  # fmt: skip
+    machine = ", ".join(
+        fmt.format(pre[k])
+        for k, fmt in (
+            ("cores", "{} cores"),
+            ("memory_gb", "{} GB memory"),
+            ("docker", "Docker {}"),
+        )
+        if k in pre
+    )
     status = (
-        "Every stage finished" if not failed and len(done) == len(state.get("order", []))
-        else f"Stopped at {failed[0]}: {st[failed[0]].get('error', '')[:300]}" if failed
+        "Every stage finished"
+        if not failed and len(done) == len(state.get("order", []))
+        else f"Stopped at {failed[0]}: {st[failed[0]].get('error', '')[:300]}"
+        if failed
         else f"{len(done)} of {len(state.get('order', []))} stages finished"
-    )  # fmt: skip
-    blocks.append(Para(
-        f"{status}. Wall time {total / 60:.1f} min (stage seconds below, setup included when "
-        f"`make reproduce` ran it) on {machine or 'this machine'}, against the about "
-        f"{cfg.budget_minutes:g} min its sizes were chosen for on 2 quiet cores "
-        "(reproduce.budget_minutes; a busy machine takes longer). This is the DeepSWE recipe in "
-        "miniature: the same agent loop, Docker sandboxes, grader, GRPO++ trainer, evaluation "
-        "harness and verifiers as the deepswe-32b profile, with a 10M-parameter model, made-up "
-        "tasks it can learn from, and sizes that fit in minutes on 2 cores. Its numbers show "
-        "that each stage works and what RL changed; they are not comparable to DeepSWE's."
-    ))  # fmt: skip
+    )
+    blocks.append(
+        Para(
+            f"{status}. Wall time {total / 60:.1f} min (stage seconds below, setup included when "
+            f"`make reproduce` ran it) on {machine or 'this machine'}, against the about "
+            f"{cfg.budget_minutes:g} min its sizes were chosen for on 2 quiet cores "
+            "(reproduce.budget_minutes; a busy machine takes longer). This is the DeepSWE recipe in "
+            "miniature: the same agent loop, Docker sandboxes, grader, GRPO++ trainer, evaluation "
+            "harness and verifiers as the deepswe-32b profile, with a 10M-parameter model, made-up "
+            "tasks it can learn from, and sizes that fit in minutes on 2 cores. Its numbers show "
+            "that each stage works and what RL changed; they are not comparable to DeepSWE's."
+        )
+    )
 
     ev = {name: _json(out / "eval" / name / "metrics.json") for name in EVALS}
     sft_m, trained_m = ev["learning-sft"], ev["learning-trained"]
@@ -159,28 +185,41 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
         last = {c["method"]: c["points"][-1] for c in tts_r["curves"] if c["points"]}
         if "hybrid" in last:
             hybrid = (last["hybrid"]["k"], last["hybrid"]["mean"])
-            tts_cell = (f"{_pct(hybrid[1])} (k = {hybrid[0]}; the pool's Pass@1 "
-                        f"{_pct(tts_r['pass@1']['mean'])}, oracle "
-                        f"{_pct(last.get('oracle', {}).get('mean'))})")  # fmt: skip
+            tts_cell = (
+                f"{_pct(hybrid[1])} (k = {hybrid[0]}; the pool's Pass@1 "
+                f"{_pct(tts_r['pass@1']['mean'])}, oracle "
+                f"{_pct(last.get('oracle', {}).get('mean'))})"
+            )
 
     def pm(m: dict | None) -> str:
         if not m:
             return "not run"
         return f"{_pct(m.get('pass@1_mean'))} +- {_pct(m.get('pass@1_std'))}"
 
-    blocks += [Heading("Headline numbers beside DeepSWE (other tasks, other model: not comparable)"), Table(
-        ["measure", "DeepSWE-Preview", "this run", "what differs"],
-        [["Pass@1 (%)", f"{DEEPSWE['pass@1']}",
-          f"{pm(trained_m)} held-out swe-toy; {pm(ev['swe-mini-model'])} swe-mini:test",
-          "DeepSWE: Qwen3-32B, 500 SWE-Bench-Verified tasks, 16 runs, 100 steps, 64k context. Here: "
-          f"a 10M-parameter model, {cfg.swe_toy.test} held-out swe-toy tasks x {cfg.learning.runs} "
-          f"runs, {cfg.learning.max_steps} steps; +- is the std over runs"],
-         ["hybrid TTS Best@k (%)", f"{DEEPSWE['hybrid best@16']} (k = 16)",
-          tts_cell,
-          "DeepSWE: 16 policy rollouts, a 14B judge, agent-written tests. Here: swe-mini:test tasks, "
-          "the gold and hard wrong candidates made from it beside the model's, a LoRA judge on "
-          "the tiny model, scripted stand-in tests (tts/report.md)"]],
-    )]  # fmt: skip
+    blocks += [
+        Heading("Headline numbers beside DeepSWE (other tasks, other model: not comparable)"),
+        Table(
+            ["measure", "DeepSWE-Preview", "this run", "what differs"],
+            [
+                [
+                    "Pass@1 (%)",
+                    f"{DEEPSWE['pass@1']}",
+                    f"{pm(trained_m)} held-out swe-toy; {pm(ev['swe-mini-model'])} swe-mini:test",
+                    "DeepSWE: Qwen3-32B, 500 SWE-Bench-Verified tasks, 16 runs, 100 steps, 64k context. Here: "
+                    f"a 10M-parameter model, {cfg.swe_toy.test} held-out swe-toy tasks x {cfg.learning.runs} "
+                    f"runs, {cfg.learning.max_steps} steps; +- is the std over runs",
+                ],
+                [
+                    "hybrid TTS Best@k (%)",
+                    f"{DEEPSWE['hybrid best@16']} (k = 16)",
+                    tts_cell,
+                    "DeepSWE: 16 policy rollouts, a 14B judge, agent-written tests. Here: swe-mini:test tasks, "
+                    "the gold and hard wrong candidates made from it beside the model's, a LoRA judge on "
+                    "the tiny model, scripted stand-in tests (tts/report.md)",
+                ],
+            ],
+        ),
+    ]
 
     # Learning
     blocks.append(Heading("Did RL move the model? Held-out swe-toy, SFT start against trained"))
@@ -192,35 +231,56 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
             link = first_episode(out / "eval" / name, True) or first_episode(
                 out / "eval" / name, False
             )
-            rows.append([EVALS[name], pm(m), f"{c.get('resolved', 0)} / {m.get('episodes_stored')}",
-                         ", ".join(f"{k} {v}" for k, v in m.get("endings", {}).items()),
-                         f"[view.html](eval/{name}/view.html)" + (f", [an episode](eval/{name}/{link})" if link else "")])  # fmt: skip
+            rows.append(
+                [
+                    EVALS[name],
+                    pm(m),
+                    f"{c.get('resolved', 0)} / {m.get('episodes_stored')}",
+                    ", ".join(f"{k} {v}" for k, v in m.get("endings", {}).items()),
+                    f"[view.html](eval/{name}/view.html)"
+                    + (f", [an episode](eval/{name}/{link})" if link else ""),
+                ]
+            )
     if rows:
-        blocks.append(Table(["model", "Pass@1 % +- std over runs", "resolved / episodes",
-                             "endings", "trajectories"], rows))  # fmt: skip
+        blocks.append(
+            Table(
+                [
+                    "model",
+                    "Pass@1 % +- std over runs",
+                    "resolved / episodes",
+                    "endings",
+                    "trajectories",
+                ],
+                rows,
+            )
+        )
     if sft_m and trained_m:
         delta = (trained_m["pass@1_mean"] or 0) - (sft_m["pass@1_mean"] or 0)
-        blocks.append(Para(
-            f"Both checkpoints were served by vLLM's CPU build and evaluated with `deepswe-eval run "
-            f"--policy openai --seed {cfg.learning.seed}` on the same {cfg.swe_toy.test} held-out "
-            f"tasks x {cfg.learning.runs} runs: reply i of (task, run) is sampled with the same "
-            f"seed for both, at T = 1. Change: **{100 * delta:+.1f} points**. Paired over "
-            f"{pair['pairs']} (task, run) episodes: resolved by the trained model only "
-            f"{pair['only_trained']}, by the SFT start only {pair['only_sft']}, by both "
-            f"{pair['both']}. What it means: swe-toy's held-out repositories are projects and "
-            "function names training never saw, but every task has the same one-token bug "
-            "(`return a - b` for `return a + b`); the SFT start makes the right edit about one "
-            "time in three (it was fit on one right and two wrong scripted fixes), so a gain is "
-            "RL moving that choice on unseen repositories. It does not show the model finding "
-            "or writing fixes: on swe-mini (real bugs, below) it resolves nothing."
-        ))  # fmt: skip
+        blocks.append(
+            Para(
+                f"Both checkpoints were served by vLLM's CPU build and evaluated with `deepswe-eval run "
+                f"--policy openai --seed {cfg.learning.seed}` on the same {cfg.swe_toy.test} held-out "
+                f"tasks x {cfg.learning.runs} runs: reply i of (task, run) is sampled with the same "
+                f"seed for both, at T = 1. Change: **{100 * delta:+.1f} points**. Paired over "
+                f"{pair['pairs']} (task, run) episodes: resolved by the trained model only "
+                f"{pair['only_trained']}, by the SFT start only {pair['only_sft']}, by both "
+                f"{pair['both']}. What it means: swe-toy's held-out repositories are projects and "
+                "function names training never saw, but every task has the same one-token bug "
+                "(`return a - b` for `return a + b`); the SFT start makes the right edit about one "
+                "time in three (it was fit on one right and two wrong scripted fixes), so a gain is "
+                "RL moving that choice on unseen repositories. It does not show the model finding "
+                "or writing fixes: on swe-mini (real bugs, below) it resolves nothing."
+            )
+        )
         ms = [m.get("endings", {}).get("max_steps", 0) for m in (sft_m, trained_m)]
         if ms[1] > ms[0]:
-            blocks.append(Para(
-                f"The trained model ends more episodes at max_steps ({ms[1]} against {ms[0]}): "
-                "compact filtering (DeepSWE's) masks such episodes out of the GRPO++ loss, so RL "
-                "neither rewards nor punishes them; their patches are still graded here."
-            ))  # fmt: skip
+            blocks.append(
+                Para(
+                    f"The trained model ends more episodes at max_steps ({ms[1]} against {ms[0]}): "
+                    "compact filtering (DeepSWE's) masks such episodes out of the GRPO++ loss, so RL "
+                    "neither rewards nor punishes them; their patches are still graded here."
+                )
+            )
 
     # Training
     blocks.append(Heading("Training"))
@@ -229,13 +289,15 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
         blocks.append(Image("plots/reward.png", "training reward per GRPO++ step"))
     sft_n = st.get("sft", {}).get("numbers", {})
     if sft_n.get("loss"):
-        blocks.append(Para(
-            f"SFT warm start: {sft_n.get('episodes', 0)} scripted episodes, loss "
-            f"{sft_n['loss'][0]:.3f} -> {sft_n['loss'][-1]:.4f} nats per trained token over "
-            f"{len(sft_n['loss'])} epochs. GRPO++: {len(metrics)} steps, reward "
-            + " ".join(f"{m.get('reward/mean', 0):.2f}" for m in metrics)
-            + " (train/metrics.jsonl)."
-        ))  # fmt: skip
+        blocks.append(
+            Para(
+                f"SFT warm start: {sft_n.get('episodes', 0)} scripted episodes, loss "
+                f"{sft_n['loss'][0]:.3f} -> {sft_n['loss'][-1]:.4f} nats per trained token over "
+                f"{len(sft_n['loss'])} epochs. GRPO++: {len(metrics)} steps, reward "
+                + " ".join(f"{m.get('reward/mean', 0):.2f}" for m in metrics)
+                + " (train/metrics.jsonl)."
+            )
+        )
 
     # Curves
     blocks.append(Heading("Pass@k and Best@k"))
@@ -248,18 +310,23 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
     if plot_curves(series, plots / "pass_at_k.png", "Pass@k on held-out swe-toy (unbiased)"):
         blocks.append(Image("plots/pass_at_k.png", "Pass@k of the SFT start and the trained model"))
     if tts_r:
-        best = {c["method"]: [(p["k"], p["mean"]) for p in c["points"]] for c in tts_r["curves"]
-                if c["method"] in ("pass@k", "ef", "eb", "hybrid", "oracle")}  # fmt: skip
+        best = {
+            c["method"]: [(p["k"], p["mean"]) for p in c["points"]]
+            for c in tts_r["curves"]
+            if c["method"] in ("pass@k", "ef", "eb", "hybrid", "oracle")
+        }
         if plot_curves(
             best,
             plots / "best_at_k.png",
             f"Best@k over {tts_r['tasks']} swe-mini tasks' candidates",
         ):
             blocks.append(Image("plots/best_at_k.png", "Best@k of each selection method"))
-        blocks.append(Para(
-            f"Test-time scaling over {tts_r['tasks']} tasks, {tts_r['candidates']} candidates "
-            "(the details, the judge's AUC and the selections: [tts/report.md](tts/report.md))."
-        ))  # fmt: skip
+        blocks.append(
+            Para(
+                f"Test-time scaling over {tts_r['tasks']} tasks, {tts_r['candidates']} candidates "
+                "(the details, the judge's AUC and the selections: [tts/report.md](tts/report.md))."
+            )
+        )
 
     # Per project
     blocks.append(Heading("Per project: every outcome"))
@@ -268,23 +335,35 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
     for name, label in EVALS.items():
         for repo, c in sorted(outcome_counts(out / "eval" / name).items()):
             rows_c.append((f"{label}: {repo}", c))
-            table.append([label, repo, *(str(c.get(o, 0)) for o in OUTCOMES),
-                          f"[view.html](eval/{name}/view.html)"])  # fmt: skip
+            table.append(
+                [
+                    label,
+                    repo,
+                    *(str(c.get(o, 0)) for o in OUTCOMES),
+                    f"[view.html](eval/{name}/view.html)",
+                ]
+            )
     if plot_outcomes(rows_c, plots / "outcomes.png"):
         blocks.append(Image("plots/outcomes.png", "stacked outcomes per evaluation and project"))
     if table:
         blocks.append(Table(["evaluation", "project", *OUTCOMES, "trajectories"], table))
-    blocks.append(Para(
-        "infra_error and unsupported are not failures of the model: a broken environment shows as "
-        "such here. The gold and empty rows are the harness check: gold must resolve every task "
-        "and empty none."
-    ))  # fmt: skip
+    blocks.append(
+        Para(
+            "infra_error and unsupported are not failures of the model: a broken environment shows as "
+            "such here. The gold and empty rows are the harness check: gold must resolve every task "
+            "and empty none."
+        )
+    )
 
-    blocks += [Heading("Stages"), _stage_table(state, out), Para(
-        "Each stage runs the subprojects' own commands (shown), logs to logs/<stage>.log and is "
-        "recorded in stages.json when done; a rerun of `make reproduce` continues from the first "
-        "stage not done, `make reproduce FRESH=1` starts over."
-    )]  # fmt: skip
+    blocks += [
+        Heading("Stages"),
+        _stage_table(state, out),
+        Para(
+            "Each stage runs the subprojects' own commands (shown), logs to logs/<stage>.log and is "
+            "recorded in stages.json when done; a rerun of `make reproduce` continues from the first "
+            "stage not done, `make reproduce FRESH=1` starts over."
+        ),
+    ]
     return blocks, state
 
 

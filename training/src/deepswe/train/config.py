@@ -53,8 +53,9 @@ class TextEnvConfig(_Section):
 
     prompts: list[str] = Field(
         default_factory=lambda: [f"Write a word with the letter {c}." for c in "abcd"],
-        min_length=1, description="user prompts, one task each",
-    )  # fmt: skip
+        min_length=1,
+        description="user prompts, one task each",
+    )
     target: str = Field("e", min_length=1, description="reward 1 iff the reply contains this")
 
 
@@ -94,9 +95,10 @@ class RolloutConfig(_Section):
     )
     max_tokens_per_turn: int | None = Field(None, ge=1, description="cap per reply; None: none")
     old_logprobs: Literal["recompute", "engine"] = Field(
-        "recompute", description="pi_old: recomputed by the trainer (as the reference) or the "
+        "recompute",
+        description="pi_old: recomputed by the trainer (as the reference) or the "
         "engine's sampled log-probs",
-    )  # fmt: skip
+    )
 
 
 class EpisodeConfig(_Section):
@@ -135,32 +137,40 @@ class ClusterConfig(_Section):
 
     gpus: int = Field(0, ge=0, description="GPUs the run needs in all (0: CPU run)")
     scheduler: Literal["local", "ray"] = Field(
-        "local", description="local: rollouts on a thread pool in the trainer process; ray: the "
+        "local",
+        description="local: rollouts on a thread pool in the trainer process; ray: the "
         "engine and the rollout workers as Ray actors",
-    )  # fmt: skip
+    )
     address: str | None = Field(None, description="ray.init address; None: start a local Ray")
     gpus_per_node: int = Field(8, ge=1, description="GPUs on each node of the cluster")
     rollout_workers: int | None = Field(
         None, ge=1, description="Ray rollout-worker actors; None: rollout.concurrency"
     )
     cpus_per_rollout_worker: float = Field(
-        1.0, gt=0, description="CPUs Ray reserves for each rollout worker (the sandboxes not "
+        1.0,
+        gt=0,
+        description="CPUs Ray reserves for each rollout worker (the sandboxes not "
         "counted: they run in the container engine)",
-    )  # fmt: skip
+    )
     cpu_data_parallel: int = Field(
-        1, ge=1, description="CPU runs (gpus 0): data-parallel trainer ranks, the CPU stand-in "
+        1,
+        ge=1,
+        description="CPU runs (gpus 0): data-parallel trainer ranks, the CPU stand-in "
         "for the DP a GPU plan derives from cluster.gpus; trainer world = TP x PP x CP x this. "
         "Above 1 needs scheduler ray and backend megatron",
-    )  # fmt: skip
+    )
     cpu_colocate: bool = Field(
-        False, description="CPU runs: put the engine inside the trainer-rank actors (one per "
+        False,
+        description="CPU runs: put the engine inside the trainer-rank actors (one per "
         "model-parallel group, hf engine) as a GPU plan always does: the hybrid-worker seam on "
         "CPU. Needs scheduler ray and backend megatron",
-    )  # fmt: skip
+    )
     cpus_per_trainer_rank: float = Field(
-        1.0, gt=0, description="CPUs Ray reserves for each trainer-rank actor (CPU runs of a "
+        1.0,
+        gt=0,
+        description="CPUs Ray reserves for each trainer-rank actor (CPU runs of a "
         "trainer world above 1); its torch threads are this, rounded down, at least 1",
-    )  # fmt: skip
+    )
 
 
 class TrainConfig(_Section):

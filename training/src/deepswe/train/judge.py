@@ -115,9 +115,13 @@ def lora_model(cfg: JudgeSFTConfig) -> Any:
 
     base = load_model(cfg.model, cfg.device, cfg.dtype)
     lora = LoraConfig(
-        r=cfg.lora.rank, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-        target_modules=cfg.lora.targets, task_type="CAUSAL_LM", bias="none",
-    )  # fmt: skip
+        r=cfg.lora.rank,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=cfg.lora.targets,
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
     return get_peft_model(base, lora)
 
 
@@ -170,15 +174,21 @@ def train_judge(
             opt.step()
             sched.step()
         history.append(total / max(count, 1))
-        log(f"judge epoch {epoch + 1}/{cfg.epochs}: train loss {history[-1]:.4f} "
-            f"({time.monotonic() - t0:.1f}s)")  # fmt: skip
+        log(
+            f"judge epoch {epoch + 1}/{cfg.epochs}: train loss {history[-1]:.4f} "
+            f"({time.monotonic() - t0:.1f}s)"
+        )
     model.eval()
     after = mean_loss(inner, held, device) if held else None
     metrics = {
-        "heldout_loss_before": before, "heldout_loss_after": after, "train_loss": history,
-        "steps": steps, "train_rows": len(train), "heldout_rows": len(held),
+        "heldout_loss_before": before,
+        "heldout_loss_after": after,
+        "train_loss": history,
+        "steps": steps,
+        "train_rows": len(train),
+        "heldout_rows": len(held),
         "heldout_tasks": sorted({r.instance_id for r in held_rows}),
-    }  # fmt: skip
+    }
     log(f"judge: held-out loss {before} -> {after}")
     save(model, tokenizer, cfg, metrics, out)
     return metrics

@@ -91,11 +91,16 @@ def step_metrics(
     # trainer disagree (precision, kernels, or stale weights).
     out["rollout/logprob_diff"] = logprob_diff
     if stats is not None:
-        out.update({
-            "actor/loss": stats.loss, "actor/grad_norm": stats.grad_norm,
-            "actor/skipped": float(stats.skipped), "actor/clipfrac": stats.clipfrac,
-            "actor/approx_kl": stats.approx_kl, "actor/entropy": stats.entropy,
-        })  # fmt: skip
+        out.update(
+            {
+                "actor/loss": stats.loss,
+                "actor/grad_norm": stats.grad_norm,
+                "actor/skipped": float(stats.skipped),
+                "actor/clipfrac": stats.clipfrac,
+                "actor/approx_kl": stats.approx_kl,
+                "actor/entropy": stats.entropy,
+            }
+        )
     out.update({f"time/{k}": v for k, v in times.items()})
     return out
 
@@ -108,9 +113,11 @@ def progress_line(record: dict[str, Any], total: int = 0) -> str:
     mean = record.get("reward/mean")
     reward = f"reward {mean:.3f}" if mean is not None else "no reward (every rollout infra_error)"
     infra = int(record.get("reward/infra_rows", 0))
-    return (f"{step}: {reward}, {trained} episodes trained, {masked} masked"
-            + (f", {infra} infra_error" if infra else "")
-            + (f", {secs:.0f} s" if secs is not None else ""))  # fmt: skip
+    return (
+        f"{step}: {reward}, {trained} episodes trained, {masked} masked"
+        + (f", {infra} infra_error" if infra else "")
+        + (f", {secs:.0f} s" if secs is not None else "")
+    )
 
 
 class MetricsLog:

@@ -172,9 +172,14 @@ class RolloutBatch:
         ends = self.endings[idx] if isinstance(idx, slice) else [self.endings[i] for i in idx]
         pick = (lambda t: t[idx]) if isinstance(idx, slice) else (lambda t: t[torch.tensor(idx)])
         return RolloutBatch(
-            pick(self.input_ids), pick(self.attention_mask), pick(self.loss_mask),
-            pick(self.old_logprobs), pick(self.rewards), pick(self.group_ids), ends,
-        )  # fmt: skip
+            pick(self.input_ids),
+            pick(self.attention_mask),
+            pick(self.loss_mask),
+            pick(self.old_logprobs),
+            pick(self.rewards),
+            pick(self.group_ids),
+            ends,
+        )
 
 
 def collate(
@@ -198,8 +203,11 @@ def collate(
         mask[i, :n] = torch.tensor(s.loss_mask, dtype=torch.long)
         old[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
     return RolloutBatch(
-        ids, attn, mask, old,
+        ids,
+        attn,
+        mask,
+        old,
         torch.tensor(list(rewards), dtype=torch.float32),
         torch.tensor(list(group_ids), dtype=torch.long),
         list(endings),
-    )  # fmt: skip
+    )

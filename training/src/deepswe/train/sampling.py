@@ -37,11 +37,12 @@ def episode_policy(engine: Any, cfg: Any, seed: int) -> EnginePolicy:
     (a TrainConfig): temperature, the per-reply cap, prompt + response as the context bound."""
     ro = cfg.rollout
     return EnginePolicy(
-        engine, temperature=ro.temperature,
+        engine,
+        temperature=ro.temperature,
         max_tokens=ro.max_tokens_per_turn or ro.max_response_tokens,
         max_context_tokens=ro.max_prompt_tokens + ro.max_response_tokens,
         seed=seed,
-    )  # fmt: skip
+    )
 
 
 def run_rollout(source: Any, engine: Any, cfg: Any, job: RolloutJob) -> Trajectory:

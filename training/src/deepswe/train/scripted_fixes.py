@@ -53,8 +53,9 @@ def _base_file(task: Task, path: str) -> str | None:
     src = task.environment.source if task.environment else ""
     if not src or not Path(src).is_dir():
         return None
-    r = subprocess.run(["git", "-C", src, "show", f"{task.base_commit}:{path}"],
-                       capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        ["git", "-C", src, "show", f"{task.base_commit}:{path}"], capture_output=True, text=True
+    )
     return r.stdout if r.returncode == 0 else None
 
 
@@ -84,8 +85,9 @@ def fix_edits(task: Task) -> list[tuple[str, list[Line]]]:
             raise ValueError(f"{task.instance_id}: the scripted fixes edit existing files only")
         text = _base_file(task, f.path)
         for hunk in f:
-            lines = [(ln.value, "+" if ln.is_added else "-" if ln.is_removed else " ")
-                     for ln in hunk]  # fmt: skip
+            lines = [
+                (ln.value, "+" if ln.is_added else "-" if ln.is_removed else " ") for ln in hunk
+            ]
             edits.append((f.path, _span(lines, text)))
     return edits
 
@@ -93,8 +95,9 @@ def fix_edits(task: Task) -> list[tuple[str, list[Line]]]:
 def _str_replace(path: str, lines: list[Line], root: str) -> str:
     old = "".join(v for v, kind in lines if kind != "+")
     new = "".join(v for v, kind in lines if kind != "-")
-    return _call("file_editor", command="str_replace", path=f"{root}/{path}", old_str=old,
-                 new_str=new)  # fmt: skip
+    return _call(
+        "file_editor", command="str_replace", path=f"{root}/{path}", old_str=old, new_str=new
+    )
 
 
 def right_fix_actions(edits: list[tuple[str, list[Line]]], root: str = "/testbed") -> list[str]:
@@ -142,8 +145,13 @@ def record_episodes(
     out = []
     for task in tasks:
         for label, script in fix_scripts(task, wrong_per_task):
-            traj = run_task(task, ScriptedPolicy(script), limits=limits, backend=backend,
-                            sandbox_limits=sandbox_limits)  # fmt: skip
+            traj = run_task(
+                task,
+                ScriptedPolicy(script),
+                limits=limits,
+                backend=backend,
+                sandbox_limits=sandbox_limits,
+            )
             out.append(ScriptedEpisode(task.instance_id, label, traj))
             outcome = traj.outcome.value if traj.outcome is not None else "not graded"
             log(f"sft data: {task.instance_id} {label}: {traj.ending.value}, {outcome}")

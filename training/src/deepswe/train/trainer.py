@@ -128,8 +128,9 @@ class Trainer:
             if ckpt is not None:  # RankedBackend: every rank loads its part
                 trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
                 trainer.push_weights()
-            trainer.log = MetricsLog(run_dir, trainer.step if resume else None,
-                                     cfg.run.tensorboard, cfg.run.steps)  # fmt: skip
+            trainer.log = MetricsLog(
+                run_dir, trainer.step if resume else None, cfg.run.tensorboard, cfg.run.steps
+            )
         except BaseException:
             trainer.close()  # the Ray actors, when there are any
             raise
@@ -186,9 +187,13 @@ class Trainer:
     def advantages(self, batch: RolloutBatch) -> tuple[UpdateBatch | None, FilterCounts]:
         a = self.cfg.algo
         filt = compact_filter(
-            batch.endings, batch.rewards, batch.loss_mask, a.mask_endings,
-            a.keep_masked_in_baseline, a.drop_endings,
-        )  # fmt: skip
+            batch.endings,
+            batch.rewards,
+            batch.loss_mask,
+            a.mask_endings,
+            a.keep_masked_in_baseline,
+            a.drop_endings,
+        )
         rows = filt.keep_rows
         if not bool(rows.any()):
             return None, filt.counts  # every rollout failed for infrastructure reasons
@@ -241,9 +246,13 @@ class Trainer:
         self.log.write(record)
         if self.step % self.cfg.run.save_every == 0 or self.step == self.cfg.run.steps:
             save_checkpoint(
-                self.run_dir / "checkpoints", self.step, self.backend, self.cursor,
-                self.cfg.run.keep_checkpoints, self.engine.tokenizer,
-            )  # fmt: skip
+                self.run_dir / "checkpoints",
+                self.step,
+                self.backend,
+                self.cursor,
+                self.cfg.run.keep_checkpoints,
+                self.engine.tokenizer,
+            )
         return record
 
     def _save_trajectories(self, trajs: list[Trajectory]) -> None:

@@ -124,9 +124,15 @@ def auc_report(
     there is none. `draws` (task lists) replaces the seeded resamples, to pair two scores."""
     n_pos = sum(1 for p in points if p[2])
     tasks = sorted({p[0] for p in points})
-    out: dict = {"candidates": len(points), "positives": n_pos, "negatives": len(points) - n_pos,
-                 "tasks": len(tasks), "auc": auc(points), "within_task_auc": within_task_auc(points),
-                 "how": HOW}  # fmt: skip
+    out: dict = {
+        "candidates": len(points),
+        "positives": n_pos,
+        "negatives": len(points) - n_pos,
+        "tasks": len(tasks),
+        "auc": auc(points),
+        "within_task_auc": within_task_auc(points),
+        "how": HOW,
+    }
     out["within_task_pairs"] = sum(p for _, p in task_pairs(points).values())
     if out["auc"] is None:
         out["why"] = "undefined: the scored candidates are all resolved or all unresolved"
@@ -162,12 +168,17 @@ def score_table(
             if table.get(v, {}).get(measure) is None:
                 continue
             mine, theirs = _measures(scores[v])[key], _measures(scores[best])[key]
-            diffs = [a - b for d in draws
-                     if (a := mine(d)) is not None and (b := theirs(d)) is not None]  # fmt: skip
+            diffs = [
+                a - b for d in draws if (a := mine(d)) is not None and (b := theirs(d)) is not None
+            ]
             gains.setdefault(v, {})[measure] = {
                 "best_baseline": best,
                 "gain": table[v][measure] - table[best][measure],
                 "bootstrap": interval(diffs, len(draws)),
             }
-    return {"scores": table, "gains": gains, "how": HOW + "; gain = verifier minus the best "
-            "baseline by that measure, its interval from the same task draws (paired)"}  # fmt: skip
+    return {
+        "scores": table,
+        "gains": gains,
+        "how": HOW + "; gain = verifier minus the best "
+        "baseline by that measure, its interval from the same task draws (paired)",
+    }

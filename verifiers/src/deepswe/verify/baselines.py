@@ -30,9 +30,24 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 CODE_SUFFIXES = frozenset(
-    {".py", ".pyx", ".pxd", ".pyi", ".c", ".h", ".cc", ".cpp", ".hpp", ".js", ".ts", ".go",
-     ".rs", ".java", ".rb"}
-)  # fmt: skip
+    {
+        ".py",
+        ".pyx",
+        ".pxd",
+        ".pyi",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".js",
+        ".ts",
+        ".go",
+        ".rs",
+        ".java",
+        ".rb",
+    }
+)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 

@@ -91,18 +91,37 @@ def plot_reliability(report: dict, path: Path, title: str = "EF judge reliabilit
     ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfectly calibrated")
     if rows:
         total = sum(r["n"] for r in rows)
-        ax.scatter([r["conf"] for r in rows], [r["acc"] for r in rows],
-                   s=[20 + 400 * r["n"] / total for r in rows], zorder=3, label="bins")  # fmt: skip
+        ax.scatter(
+            [r["conf"] for r in rows],
+            [r["acc"] for r in rows],
+            s=[20 + 400 * r["n"] / total for r in rows],
+            zorder=3,
+            label="bins",
+        )
         ax.plot([r["conf"] for r in rows], [r["acc"] for r in rows], "-", alpha=0.5)
         for r in rows:
-            ax.annotate(str(r["n"]), (r["conf"], r["acc"]), textcoords="offset points",
-                        xytext=(4, 4), fontsize=7)  # fmt: skip
+            ax.annotate(
+                str(r["n"]),
+                (r["conf"], r["acc"]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+            )
     e = report.get("ece")
-    ax.set(ylabel="resolved share", xlim=(0, 1), ylim=(-0.02, 1.02),
-           title=f"{title}: ECE {'n/a' if e is None else f'{e:.3f}'} ({BINS} bins)")  # fmt: skip
+    ax.set(
+        ylabel="resolved share",
+        xlim=(0, 1),
+        ylim=(-0.02, 1.02),
+        title=f"{title}: ECE {'n/a' if e is None else f'{e:.3f}'} ({BINS} bins)",
+    )
     ax.legend(fontsize=8, loc="upper left", markerscale=0.4)
-    hist.bar([r["lo"] for r in report["bins"]], [r["n"] for r in report["bins"]],
-             width=1 / BINS, align="edge", edgecolor="k")  # fmt: skip
+    hist.bar(
+        [r["lo"] for r in report["bins"]],
+        [r["n"] for r in report["bins"]],
+        width=1 / BINS,
+        align="edge",
+        edgecolor="k",
+    )
     hist.set(xlabel="score (P(YES))", ylabel="candidates")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -70,8 +70,9 @@ def score(
         judge = _judge(judge_path, judge_url, judge_model, judge_tokenizer)
     test_writer = _writer(writer, writer_url, writer_model) if verifier == "reproduction" else None
     try:
-        counts = score_run(run, verifier, judge=judge, writer=test_writer, workers=workers,
-                           ef_format=judge_format)  # fmt: skip
+        counts = score_run(
+            run, verifier, judge=judge, writer=test_writer, workers=workers, ef_format=judge_format
+        )
     except ScoreError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"{verifier}: {counts} (in {run}/verdicts/{verifier}/)")
@@ -85,8 +86,10 @@ def _judge(path, url, model, tokenizer):
     if path:
         return make_judge(path=path)
     if not (url and model and tokenizer):
-        raise _fail("--verifier ef needs --judge-path, or --judge-url with --judge-model and "
-                    "--judge-tokenizer")  # fmt: skip
+        raise _fail(
+            "--verifier ef needs --judge-path, or --judge-url with --judge-model and "
+            "--judge-tokenizer"
+        )
     from deepswe.verify.ef.endpoint import EndpointJudgeConfig
 
     config = EndpointJudgeConfig(base_url=url, model=model, tokenizer=tokenizer)
@@ -169,11 +172,13 @@ def select_cmd(
         raise _fail(f"{run}: a stored record does not validate: {e}") from e
     if not pools.scores:
         raise _fail(f"{recorded or run}: no candidates ({len(pools.skipped)} rollouts skipped)")
-    report = build_report(pools, out, source=source, model_name=model_name, samples=samples,
-                          seed=seed)  # fmt: skip
+    report = build_report(
+        pools, out, source=source, model_name=model_name, samples=samples, seed=seed
+    )
     typer.echo((out / "report.md").read_text(encoding="utf-8"))
-    typer.echo(f"wrote {out}/report.json, report.md, best_at_k.png, predictions/ "
-               f"({report['tasks']} tasks)")  # fmt: skip
+    typer.echo(
+        f"wrote {out}/report.json, report.md, best_at_k.png, predictions/ ({report['tasks']} tasks)"
+    )
 
 
 @app.command()
@@ -220,8 +225,11 @@ def render(
         raise _fail(str(e)) from None
     typer.echo(json.dumps(prompt.messages, indent=1, ensure_ascii=False))
     what = "user text" if fmt == "r2e-gym" else "chat"
-    typer.echo(f"{fmt}: {prompt.condensed} thoughts condensed; {what} {prompt.tokens} tokens, "
-               f"limit {prompt.budget} ({prompt.status.value})", err=True)  # fmt: skip
+    typer.echo(
+        f"{fmt}: {prompt.condensed} thoughts condensed; {what} {prompt.tokens} tokens, "
+        f"limit {prompt.budget} ({prompt.status.value})",
+        err=True,
+    )
 
 
 # --- `deepswe-verify tts` (deepswe.verify.tts.cli): registered here, written there ---------------

@@ -138,8 +138,9 @@ def sampled_best_at_k(
 def _point(k: int, values: list[float], short: int, sampled: int) -> Point:
     se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
     mean = statistics.fmean(values) if values else 0.0
-    return Point(k=k, mean=mean, stderr=se, tasks=len(values), short_tasks=short,
-                 sampled_tasks=sampled)  # fmt: skip
+    return Point(
+        k=k, mean=mean, stderr=se, tasks=len(values), short_tasks=short, sampled_tasks=sampled
+    )
 
 
 def method_curve(

@@ -63,10 +63,16 @@ def best_at_k_gains(
                 continue
             diffs = [mine[t] - base[best][t] for t in common]
             se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None
-            rows.append({
-                "method": m, "k": k, "best_baseline": best, "tasks": len(common),
-                "value": statistics.fmean(mine[t] for t in common),
-                "baseline": statistics.fmean(base[best][t] for t in common),
-                "gain": statistics.fmean(diffs), "stderr": se,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "method": m,
+                    "k": k,
+                    "best_baseline": best,
+                    "tasks": len(common),
+                    "value": statistics.fmean(mine[t] for t in common),
+                    "baseline": statistics.fmean(base[best][t] for t in common),
+                    "gain": statistics.fmean(diffs),
+                    "stderr": se,
+                }
+            )
     return {"how": HOW, "rows": rows}

@@ -151,8 +151,13 @@ def render_markdown(report: dict) -> str:
             cells.append(f"{_pct(p['mean'])}{se}" if p else "n/a")
         tasks = c["points"][0]["tasks"] if c["points"] else 0
         how = c["how"].split(":")[0]  # "exact" or "sampled"; the full text is in report.json
-        label = (f"{name} (baseline)" if name in BASELINE_METHODS
-                 else f"{name} (ceiling)" if name == "oracle" else name)  # fmt: skip
+        label = (
+            f"{name} (baseline)"
+            if name in BASELINE_METHODS
+            else f"{name} (ceiling)"
+            if name == "oracle"
+            else name
+        )
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {tasks} | {how} |")
     lines += ["", report["curves_how"] + ".", ""]
     for name, c in curves.items():

@@ -65,8 +65,9 @@ def score_run(
         if judge is None:
             raise ScoreError("--verifier ef needs a judge: --judge-path or --judge-url")
         if ef_format not in EF_FORMATS:
-            raise ScoreError(f"--judge-format must be one of {', '.join(EF_FORMATS)}, "
-                             f"not {ef_format!r}")  # fmt: skip
+            raise ScoreError(
+                f"--judge-format must be one of {', '.join(EF_FORMATS)}, not {ef_format!r}"
+            )
         tasks = run_tasks(run_root, set(pools))
         with_issues = candidates_from_run(run_root, tasks.values())
         score_candidates(

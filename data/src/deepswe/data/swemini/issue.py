@@ -105,8 +105,12 @@ def _first_line(exception: str) -> str:
 
 def claim(script: Script, title_call: str, base: SnippetRun, gold: SnippetRun) -> Issue | None:
     """The issue the two runs support, or None when they show no clean difference."""
-    common = {"call": script.subject, "title_call": title_call, "shown": script.shown,
-              "reproduction": script.code}  # fmt: skip
+    common = {
+        "call": script.subject,
+        "title_call": title_call,
+        "shown": script.shown,
+        "reproduction": script.code,
+    }
     if base.exception and not gold.exception:
         return Issue("raises", exception=_first_line(base.exception), **common)
     if (

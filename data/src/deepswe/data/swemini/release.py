@@ -96,7 +96,7 @@ def _stats(
             sorted(
                 Counter(why.split(":")[0] for r in results for why in r.dropped.values()).items()
             )
-        ),  # fmt: skip
+        ),
         "projects": {
             r.project: {
                 "split": split[r.project],

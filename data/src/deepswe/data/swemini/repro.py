@@ -269,9 +269,14 @@ def scripts_for_frame(
         for with_prior in (True, False):
             try:
                 code, ending = _script(
-                    scope_factory(), test, frame, func,
-                    prior if with_prior else [], loops if with_prior else [], last,
-                )  # fmt: skip
+                    scope_factory(),
+                    test,
+                    frame,
+                    func,
+                    prior if with_prior else [],
+                    loops if with_prior else [],
+                    last,
+                )
             except (Unresolvable, RecursionError):
                 continue
             if code is not None:
@@ -302,8 +307,11 @@ def _script(
         for n in ast.walk(s)
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
     }
-    local = {*params(func), *frame.locals,
-             *(n.id for t in loops for n in ast.walk(t) if isinstance(n, ast.Name))}  # fmt: skip
+    local = {
+        *params(func),
+        *frame.locals,
+        *(n.id for t in loops for n in ast.walk(t) if isinstance(n, ast.Name)),
+    }
     needed = free_names([*body, *ending], shadowing=local)
     values = build.values([n for n in needed if n in local], assigned)
     scope.resolve(frame.path, [n for n in needed if n not in local])

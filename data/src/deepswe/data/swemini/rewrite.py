@@ -19,13 +19,29 @@ from deepswe.data.swemini.testparams import fixture, parametrize_case
 _TRUNCATED = 200  # pytest cuts reprs near 240 characters with "...": not a value to reuse
 
 
-_EQ = {"assertEqual", "assertEquals", "assertDictEqual", "assertListEqual", "assertTupleEqual",
-       "assertSetEqual", "assertSequenceEqual", "assertMultiLineEqual"}  # fmt: skip
+_EQ = {
+    "assertEqual",
+    "assertEquals",
+    "assertDictEqual",
+    "assertListEqual",
+    "assertTupleEqual",
+    "assertSetEqual",
+    "assertSequenceEqual",
+    "assertMultiLineEqual",
+}
 
 
-_CMP = {"assertNotEqual": ast.NotEq, "assertIs": ast.Is, "assertIsNot": ast.IsNot,
-        "assertIn": ast.In, "assertNotIn": ast.NotIn, "assertGreater": ast.Gt,
-        "assertGreaterEqual": ast.GtE, "assertLess": ast.Lt, "assertLessEqual": ast.LtE}  # fmt: skip
+_CMP = {
+    "assertNotEqual": ast.NotEq,
+    "assertIs": ast.Is,
+    "assertIsNot": ast.IsNot,
+    "assertIn": ast.In,
+    "assertNotIn": ast.NotIn,
+    "assertGreater": ast.Gt,
+    "assertGreaterEqual": ast.GtE,
+    "assertLess": ast.Lt,
+    "assertLessEqual": ast.LtE,
+}
 
 
 @dataclass(frozen=True)
@@ -250,8 +266,11 @@ class TestContext:
         for n in ast.walk(expr):
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
                 self.scope.import_module(n.value.id)  # datetime.date(...): the module itself
-        roots = {n.value.id for n in ast.walk(expr)
-                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}  # fmt: skip
+        roots = {
+            n.value.id
+            for n in ast.walk(expr)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+        }
         self.scope.resolve(self.frame.path, [n for n in free_names([expr]) if n not in roots])
         return expr
 

@@ -92,9 +92,8 @@ def inline_inputs(
     move past other statements; a built value (`date(2000, 2, 29)`) moves only when nothing
     runs between its assignment and its use."""
     uses = Counter(
-        n.id for s in [*values, *body, *ending] for n in ast.walk(s)
-        if isinstance(n, ast.Name)
-    )  # fmt: skip
+        n.id for s in [*values, *body, *ending] for n in ast.walk(s) if isinstance(n, ast.Name)
+    )
     inline = {}
     for stmt in values:
         target = stmt.targets[0] if isinstance(stmt, ast.Assign) else None
@@ -105,13 +104,21 @@ def inline_inputs(
         try:
             ast.literal_eval(stmt.value)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            if body or any(isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Yield))
-                           for n in ast.walk(stmt.value)):  # fmt: skip
+            if body or any(
+                isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Yield)) for n in ast.walk(stmt.value)
+            ):
                 continue
         inline[target.id] = stmt.value
     if not inline:
         return values, body, ending
     sub = Substitute(inline)
-    keep = [sub.visit(s) for s in values if not (isinstance(s, ast.Assign) and
-            isinstance(s.targets[0], ast.Name) and s.targets[0].id in inline)]  # fmt: skip
+    keep = [
+        sub.visit(s)
+        for s in values
+        if not (
+            isinstance(s, ast.Assign)
+            and isinstance(s.targets[0], ast.Name)
+            and s.targets[0].id in inline
+        )
+    ]
     return keep, [sub.visit(s) for s in body], [sub.visit(s) for s in ending]

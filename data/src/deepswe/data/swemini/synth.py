@@ -144,8 +144,9 @@ def synth_project(
     # an endless loop is a mutant to reject, not a reason to wait two minutes
     timeout = max(30.0, 10 * base["seconds"])
     with ProjectTree(repo, project, clean) as tree:  # reproductions run here, not in the repo
-        state = _Project(manifest, project, seed, repo, clean, python, work, baseline, timeout,
-                         tree, result)  # fmt: skip
+        state = _Project(
+            manifest, project, seed, repo, clean, python, work, baseline, timeout, tree, result
+        )
         for m in ordered_sites(repo, project, seed):
             if state.caught >= quota or state.tries >= max_tries:
                 break
@@ -174,7 +175,7 @@ def _attempt(state: _Project, m: Mutation) -> Attempt:
             state.baseline,
             all_files,
             state.timeout,
-        ).to_dict(),  # fmt: skip
+        ).to_dict(),
     )
     return _without_excluded(Attempt(**data), state.project.exclude)
 
@@ -193,8 +194,9 @@ def _keep(state: _Project, m: Mutation, attempt: Attempt) -> None:
     gitrepo.set_ref(state.repo, f"swe-mini/{state.project.name}-{short_id}", bug)
     gold = gitrepo.diff(state.repo, bug, state.clean)
     run = _runner(state.tree, state.python, m.path, content)
-    task = make_task(state.manifest, state.project, m, attempt, bug, gold, short_id,
-                     state.seed, state.repo, run)  # fmt: skip
+    task = make_task(
+        state.manifest, state.project, m, attempt, bug, gold, short_id, state.seed, state.repo, run
+    )
     if isinstance(task, str):
         state.result.reasons["accepted"] -= 1
         state.result.reasons["no_statement"] += 1

@@ -50,8 +50,15 @@ def make_task(
 ) -> Task | str:
     """The task, or why the kept mutant has no actionable problem statement."""
     instance_id = f"{project.name}__{project.name}-{short_id}"
-    written = write_issue(attempt, reader(repo), project.api_modules, run, project.name,
-                          project.version, f"{seed}:{instance_id}")  # fmt: skip
+    written = write_issue(
+        attempt,
+        reader(repo),
+        project.api_modules,
+        run,
+        project.name,
+        project.version,
+        f"{seed}:{instance_id}",
+    )
     if written.statement is None:
         return written.reason
     statement = written.statement

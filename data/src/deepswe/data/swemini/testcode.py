@@ -88,8 +88,11 @@ class Scope:
         out = set(self.api_modules)
         for node in (self.tree(path) or ast.Module([], [])).body:
             if isinstance(node, ast.Import):
-                out |= {(a.asname or a.name).split(".")[0] for a in node.names
-                        if a.name.split(".")[0] in self.api_modules}  # fmt: skip
+                out |= {
+                    (a.asname or a.name).split(".")[0]
+                    for a in node.names
+                    if a.name.split(".")[0] in self.api_modules
+                }
             elif (
                 isinstance(node, ast.ImportFrom)
                 and not node.level

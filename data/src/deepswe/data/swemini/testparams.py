@@ -101,8 +101,14 @@ def parametrize_case(
         for i, elt in enumerate(values):
             own_id = None
             if isinstance(elt, ast.Call) and dotted(elt.func).endswith("param"):
-                own_id = next((re.escape(k.value.value) for k in elt.keywords if k.arg == "id"
-                               and isinstance(k.value, ast.Constant)), None)  # fmt: skip
+                own_id = next(
+                    (
+                        re.escape(k.value.value)
+                        for k in elt.keywords
+                        if k.arg == "id" and isinstance(k.value, ast.Constant)
+                    ),
+                    None,
+                )
                 args = list(elt.args)
             elif len(names) == 1:
                 args = [elt]
@@ -116,9 +122,10 @@ def parametrize_case(
             if explicit is not None and i < len(explicit.elts):
                 ids.append(re.escape(explicit.elts[i].value))
             else:
-                ids.append(own_id or "-".join(
-                    _idval(a, n, i, defined) for n, a in zip(names, args, strict=True)
-                ))  # fmt: skip
+                ids.append(
+                    own_id
+                    or "-".join(_idval(a, n, i, defined) for n, a in zip(names, args, strict=True))
+                )
         sets.append(list(zip(_dedupe(ids), cases, strict=True)))
     if not sets:
         return None

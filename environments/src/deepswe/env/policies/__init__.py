@@ -94,10 +94,11 @@ class PolicySpec(BaseModel):
     temperature: float = Field(1.0, ge=0, description="openai: sampling temperature (DeepSWE 1.0)")
     max_tokens: int | None = Field(None, gt=0, description="openai: cap per reply; None: none")
     seed: int | None = Field(
-        None, description="openai: sample reply i of (task, run) with a seed made from this, the "
+        None,
+        description="openai: sample reply i of (task, run) with a seed made from this, the "
         "task id, the run and i (vLLM honours it): two models evaluated with one seed see paired "
         "draws. None: the server's own randomness",
-    )  # fmt: skip
+    )
     replay_dir: str | None = Field(
         None, description="replay: recorded trajectories (a run folder, or <dir>/<id>.json)"
     )

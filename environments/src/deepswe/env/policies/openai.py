@@ -28,9 +28,10 @@ class OpenAIPolicyConfig(BaseModel):
     retries: int = Field(4, ge=0, description="client retries, exponential backoff")
     logprobs: bool = Field(False, description="ask for sampled log-probs (vLLM supports it)")
     seed: int | None = Field(
-        None, description="reply i is requested with seed + i (vLLM samples reproducibly with "
+        None,
+        description="reply i is requested with seed + i (vLLM samples reproducibly with "
         "it); None: no seed sent",
-    )  # fmt: skip
+    )
 
 
 class OpenAIPolicy:

@@ -52,9 +52,12 @@ def _edits(patch: str, root: str) -> list[tuple[str, Hunk | None]]:
                 old = [line.value for line in hunk if not line.is_added]
                 new = [line.value for line in hunk if not line.is_removed]
                 call = _call(
-                    "file_editor", command="str_replace", path=path, old_str="".join(old),
+                    "file_editor",
+                    command="str_replace",
+                    path=path,
+                    old_str="".join(old),
                     new_str="".join(new),
-                )  # fmt: skip
+                )
                 # Hunks apply in order, so the file this one meets is already the new one up to
                 # it: its old text starts at its target line.
                 out.append((call, Hunk(path, hunk.target_start, old, new)))

@@ -148,9 +148,14 @@ class Admission:
     def status(self) -> FleetStatus:
         with self._lock:
             return FleetStatus(
-                self.backend, self.limit, len(self._waiting), self._starting, self._ready,
-                self._started, self._failed,
-            )  # fmt: skip
+                self.backend,
+                self.limit,
+                len(self._waiting),
+                self._starting,
+                self._ready,
+                self._started,
+                self._failed,
+            )
 
     def watch(self, callback: Watcher) -> Callable[[], None]:
         """Call `callback(status)` on every change (from the changing thread; keep it quick);

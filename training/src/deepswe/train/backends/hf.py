@@ -58,18 +58,25 @@ class HFBackend:
             if any(n.startswith(f) for f in o.frozen):
                 p.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(
-            [p for p in named.values() if p.requires_grad], lr=o.lr, betas=o.betas, eps=o.adam_eps,
+            [p for p in named.values() if p.requires_grad],
+            lr=o.lr,
+            betas=o.betas,
+            eps=o.adam_eps,
             weight_decay=o.weight_decay,
-        )  # fmt: skip
+        )
 
     @classmethod
     def from_config(cls, cfg: Any) -> HFBackend:
         """From a TrainConfig."""
         return cls(
-            cfg.model.path, optim=cfg.backend.optim, algo=cfg.algo,
-            temperature=cfg.rollout.temperature, device=cfg.model.device, dtype=cfg.model.dtype,
+            cfg.model.path,
+            optim=cfg.backend.optim,
+            algo=cfg.algo,
+            temperature=cfg.rollout.temperature,
+            device=cfg.model.device,
+            dtype=cfg.model.dtype,
             logprob_chunk=cfg.backend.logprob_chunk,
-        )  # fmt: skip
+        )
 
     def _micro(self, n: int) -> list[slice]:
         m = self.optim_cfg.micro_batch_size
@@ -103,9 +110,14 @@ class HFBackend:
         loss, clip, kl, ent = (float(x) for x in totals)
         denom = max(n_tok, 1)  # the metrics are token means over the loss mask
         return StepStats(
-            loss=loss, grad_norm=norm, skipped=skipped, clipfrac=clip / denom,
-            approx_kl=kl / denom, entropy=ent / denom, trained_tokens=n_tok,
-        )  # fmt: skip
+            loss=loss,
+            grad_norm=norm,
+            skipped=skipped,
+            clipfrac=clip / denom,
+            approx_kl=kl / denom,
+            entropy=ent / denom,
+            trained_tokens=n_tok,
+        )
 
     def _micro_step(self, batch: UpdateBatch, rows: slice, width: int) -> torch.Tensor:
         """Forward + backward of rows `rows` (columns :width); returns their metric sums."""
@@ -116,20 +128,37 @@ class HFBackend:
 
         mask = dev(batch.loss_mask)
         lp, ent = token_logprobs(
-            self.model, dev(rb.input_ids), dev(rb.attention_mask), self.temperature, self.chunk,
-            with_entropy=True, positions=mask,
-        )  # fmt: skip
+            self.model,
+            dev(rb.input_ids),
+            dev(rb.attention_mask),
+            self.temperature,
+            self.chunk,
+            with_entropy=True,
+            positions=mask,
+        )
         loss, m = ppo_clip_loss(
-            lp, dev(rb.old_logprobs), dev(batch.advantages), mask, a.eps_low, a.eps_high,
-            a.loss_agg, a.loss_constant, batch.denominator,
-        )  # fmt: skip
+            lp,
+            dev(rb.old_logprobs),
+            dev(batch.advantages),
+            mask,
+            a.eps_low,
+            a.eps_high,
+            a.loss_agg,
+            a.loss_constant,
+            batch.denominator,
+        )
         loss.backward()
         k = float(mask.sum().item())
         assert ent is not None
         return torch.tensor(
-            [float(loss.detach()), float(m.clipfrac) * k, float(m.approx_kl) * k,
-             float((ent * mask).sum())], dtype=torch.float64,
-        )  # fmt: skip
+            [
+                float(loss.detach()),
+                float(m.clipfrac) * k,
+                float(m.approx_kl) * k,
+                float((ent * mask).sum()),
+            ],
+            dtype=torch.float64,
+        )
 
     def _clip_and_step(self) -> tuple[float, bool]:
         """(grad norm before clipping, whether the step was skipped)."""

@@ -209,9 +209,11 @@ def estimate(
     # gradients, counted for SwiGLU and GQA).
     tokens = micro * seq / cp
     layer_bytes_per_token = (
-        4 * shape.hidden + 2 * (shape.q_dim + 2 * shape.kv_dim) + 2 * shape.q_dim
+        4 * shape.hidden
+        + 2 * (shape.q_dim + 2 * shape.kv_dim)
+        + 2 * shape.q_dim
         + 8 * shape.intermediate
-    )  # fmt: skip
+    )
     sp = tp if mo.sequence_parallel else 1
     kept = shape.layers * tokens * shape.hidden * 2 / sp
     live = (2 if mo.recompute == "full" else shape.layers) * tokens * layer_bytes_per_token / tp
@@ -225,12 +227,21 @@ def estimate(
     largest = max(shape.embedding, shape.hidden * shape.intermediate * 2) * 2  # bf16, gathered
     reserved = {"reserved": a.reserved_gb * GB}
     phases = [
-        Phase("rollout", {**resident, "engine weights": engine_w, "kv cache": kv,
-                          "engine overhead": a.engine_overhead_gb * GB, **reserved}),
-        Phase("sync", {**resident, "engine weights": engine_w, "gather buffer": largest,
-                       **reserved}),
+        Phase(
+            "rollout",
+            {
+                **resident,
+                "engine weights": engine_w,
+                "kv cache": kv,
+                "engine overhead": a.engine_overhead_gb * GB,
+                **reserved,
+            },
+        ),
+        Phase(
+            "sync", {**resident, "engine weights": engine_w, "gather buffer": largest, **reserved}
+        ),
         Phase("update", {**resident, "activations": acts, "logits": logits, **reserved}),
-    ]  # fmt: skip
+    ]
 
     # Time. The step waits for its slowest episode: the whole response budget over
     # episode.max_steps turns. A decode step reads the engine's weights and its sequences'
@@ -291,9 +302,12 @@ def _serving_note(cfg: Any, shape: ModelShape, a: Assumptions, weights: float, t
     return (
         f"evaluation server (TP {tp}, eval.workers {ev.workers} at {context:,} tokens): KV "
         f"{kv_full / GB:.1f} GB a GPU at full context beside {weights / GB:.1f} GB of weights; "
-        + ("every episode fits" if resident >= ev.workers
-           else f"{resident} full-context episodes fit at once, vLLM preempts beyond that")
-    )  # fmt: skip
+        + (
+            "every episode fits"
+            if resident >= ev.workers
+            else f"{resident} full-context episodes fit at once, vLLM preempts beyond that"
+        )
+    )
 
 
 def with_overrides(a: Assumptions, **values: float | None) -> Assumptions:
@@ -311,6 +325,7 @@ def launch_commands(cfg_path: str, placement: Placement, overrides: list[str]) -
         f"node {i}: ray start --address HEAD:6379 --num-gpus {placement.gpus_per_node}"
         for i in range(1, placement.nodes)
     ]
-    cmds.append(f"node 0 (head), once all have joined: deepswe-train train --config {cfg_path} "
-                f"{extra}")  # fmt: skip
+    cmds.append(
+        f"node 0 (head), once all have joined: deepswe-train train --config {cfg_path} {extra}"
+    )
     return cmds

@@ -198,8 +198,13 @@ class HybridRank(TrainerRank):
         """None without an engine; else whether it sleeps, its naps and the last sync's count."""
         if self.engine is None:
             return None
-        return {"asleep": bool(self.engine.asleep), "naps": self.naps, "synced": self.synced,
-                "batches": self.batches, "requests": self.requests}  # fmt: skip
+        return {
+            "asleep": bool(self.engine.asleep),
+            "naps": self.naps,
+            "synced": self.synced,
+            "batches": self.batches,
+            "requests": self.requests,
+        }
 
     def _sleep(self) -> None:
         if self.engine is not None and not self.engine.asleep:

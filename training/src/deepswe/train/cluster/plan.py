@@ -110,15 +110,19 @@ class Placement:
             if self.gpus
             else "CPU run (no GPUs)"
         )
-        return "\n".join([
-            where,
-            f"engine: {self.engine_replicas} replica(s) x TP {self.engine_tp}"
-            + (", inside the trainer ranks" if self.colocated and not self.gpus else ""),
-            f"trainer: world {self.trainer_world} = TP {self.trainer_tp} x PP {self.trainer_pp}"
-            f" x CP {self.trainer_cp} x DP {self.trainer_dp}"
-            + (f", {self.cpus_per_trainer_rank:g} CPU a rank" if self.trainer_bundles() else ""),
-            f"rollout workers: {self.rollout_workers} x {self.cpus_per_rollout_worker:g} CPU",
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                where,
+                f"engine: {self.engine_replicas} replica(s) x TP {self.engine_tp}"
+                + (", inside the trainer ranks" if self.colocated and not self.gpus else ""),
+                f"trainer: world {self.trainer_world} = TP {self.trainer_tp} x PP {self.trainer_pp}"
+                f" x CP {self.trainer_cp} x DP {self.trainer_dp}"
+                + (
+                    f", {self.cpus_per_trainer_rank:g} CPU a rank" if self.trainer_bundles() else ""
+                ),
+                f"rollout workers: {self.rollout_workers} x {self.cpus_per_rollout_worker:g} CPU",
+            ]
+        )
 
 
 def placement_plan(cfg: Any) -> Placement:
@@ -140,13 +144,21 @@ def placement_plan(cfg: Any) -> Placement:
                 f"megatron backend; backend.name is {cfg.backend.name!r}"
             )
         return Placement(
-            gpus=0, nodes=1, gpus_per_node=0,
-            engine_replicas=dp if cl.cpu_colocate else 1, engine_tp=etp,
-            trainer_world=tp * pp * cp * dp, trainer_tp=tp, trainer_pp=pp, trainer_cp=cp,
-            trainer_dp=dp, colocated=cl.cpu_colocate, rollout_workers=workers,
+            gpus=0,
+            nodes=1,
+            gpus_per_node=0,
+            engine_replicas=dp if cl.cpu_colocate else 1,
+            engine_tp=etp,
+            trainer_world=tp * pp * cp * dp,
+            trainer_tp=tp,
+            trainer_pp=pp,
+            trainer_cp=cp,
+            trainer_dp=dp,
+            colocated=cl.cpu_colocate,
+            rollout_workers=workers,
             cpus_per_rollout_worker=cl.cpus_per_rollout_worker,
             cpus_per_trainer_rank=cl.cpus_per_trainer_rank,
-        )  # fmt: skip
+        )
     if cl.cpu_colocate:
         raise ValueError("cluster.cpu_colocate is for CPU runs; a GPU plan always colocates")
     if cl.cpu_data_parallel != 1:
@@ -179,10 +191,18 @@ def placement_plan(cfg: Any) -> Placement:
             "(tensor-parallel ranks talk every layer: keep them on one node)"
         )
     return Placement(
-        gpus=cl.gpus, nodes=cl.gpus // per_node, gpus_per_node=per_node,
-        engine_replicas=cl.gpus // etp, engine_tp=etp, trainer_world=cl.gpus,
-        trainer_tp=tp, trainer_pp=pp, trainer_cp=cp, trainer_dp=cl.gpus // (tp * pp * cp),
-        colocated=True, rollout_workers=workers,
+        gpus=cl.gpus,
+        nodes=cl.gpus // per_node,
+        gpus_per_node=per_node,
+        engine_replicas=cl.gpus // etp,
+        engine_tp=etp,
+        trainer_world=cl.gpus,
+        trainer_tp=tp,
+        trainer_pp=pp,
+        trainer_cp=cp,
+        trainer_dp=cl.gpus // (tp * pp * cp),
+        colocated=True,
+        rollout_workers=workers,
         cpus_per_rollout_worker=cl.cpus_per_rollout_worker,
         cpus_per_trainer_rank=cl.cpus_per_trainer_rank,
-    )  # fmt: skip
+    )

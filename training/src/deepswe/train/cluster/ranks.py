@@ -65,9 +65,11 @@ class TrainerRank:
         try:
             nccl = str(self.cfg.model.device).startswith("cuda")  # one GPU a rank (Ray's)
             dist.init_process_group(
-                "nccl" if nccl else "gloo", init_method=init_method, rank=self.rank,
+                "nccl" if nccl else "gloo",
+                init_method=init_method,
+                rank=self.rank,
                 world_size=self.world,
-            )  # fmt: skip
+            )
             self.backend = build_backend(self.cfg)
         except BaseException as e:  # a join called without waiting for it (rank 0, tcp)
             self.failed = e
@@ -99,9 +101,13 @@ class TrainerRank:
 
 
 def launch(
-    cfg: Any, options: list[dict[str, Any]], rendezvous: str, threads: int = 1,
-    timeout_s: float = 600.0, actor_class: type | None = None,
-) -> tuple[list[Any], Path | None]:  # fmt: skip
+    cfg: Any,
+    options: list[dict[str, Any]],
+    rendezvous: str,
+    threads: int = 1,
+    timeout_s: float = 600.0,
+    actor_class: type | None = None,
+) -> tuple[list[Any], Path | None]:
     """Start one TrainerRank actor (or `actor_class`, a subclass: hybrid.HybridRank) per entry
     of `options` (Ray actor options: CPUs, placement); returns the actors (they join the group
     and build the backend in the background) and the temp dir a file rendezvous made (None for
@@ -139,9 +145,13 @@ class RankedBackend:
 
     @classmethod
     def start(
-        cls, cfg: Any, options: list[dict[str, Any]], rendezvous: str = "file",
-        threads: int = 1, timeout_s: float = 600.0,
-    ) -> RankedBackend:  # fmt: skip
+        cls,
+        cfg: Any,
+        options: list[dict[str, Any]],
+        rendezvous: str = "file",
+        threads: int = 1,
+        timeout_s: float = 600.0,
+    ) -> RankedBackend:
         """Launch the ranks and wait until every one has built its backend."""
         actors, tmp = launch(cfg, options, rendezvous, threads, timeout_s)
         ranked = cls(actors, "", timeout_s, tmp)

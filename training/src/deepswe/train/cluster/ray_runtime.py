@@ -218,7 +218,7 @@ def rank_options(plan: Placement, pg: Any) -> list[dict[str, Any]]:
                 {"max_concurrency": plan.rollout_workers + 1}
                 if plan.colocated and r % group == 0
                 else {}
-            ),  # fmt: skip
+            ),
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=plan.rank_bundle(r)
             ),
@@ -257,8 +257,10 @@ class RayScheduler:
             # Logical CPUs: enough for every actor even on a small box (Ray does not pin cores).
             ray.init(
                 num_cpus=max(os.cpu_count() or 1, math.ceil(plan.cpus())),
-                include_dashboard=False, log_to_driver=False, configure_logging=False,
-            )  # fmt: skip
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         elif owns:
             ray.init(address=cfg.cluster.address, log_to_driver=False)
         try:
@@ -321,8 +323,12 @@ class RayScheduler:
                 ) from None
             if ranks and plan.colocated and cfg.engine.tensor_parallel > 1:  # the fan-out
                 g = group_size(cfg)
-                ray.get([ranks[i].set_followers.remote(ranks[i + 1 : i + g])
-                         for i in range(0, len(ranks), g)])  # fmt: skip
+                ray.get(
+                    [
+                        ranks[i].set_followers.remote(ranks[i + 1 : i + g])
+                        for i in range(0, len(ranks), g)
+                    ]
+                )
             backend = RankedBackend(ranks, names[-1], timeout_s, tmp) if ranks else None
             engine = RemoteEngine.over(engines, cfg)
             push = (lambda: backend.call("sync_weights")) if ranks and plan.colocated else None

@@ -84,11 +84,16 @@ class ModelShape:
 # (Qwen/Qwen3-32B on the Hugging Face Hub; DeepSWE-Preview is a fine-tune of it, same shape).
 KNOWN_SHAPES: dict[str, dict[str, Any]] = {
     "Qwen/Qwen3-32B": {
-        "num_hidden_layers": 64, "hidden_size": 5120, "intermediate_size": 25600,
-        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
-        "vocab_size": 151936, "tie_word_embeddings": False,
+        "num_hidden_layers": 64,
+        "hidden_size": 5120,
+        "intermediate_size": 25600,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "tie_word_embeddings": False,
     },
-}  # fmt: skip
+}
 KNOWN_SHAPES["agentica-org/DeepSWE-Preview"] = KNOWN_SHAPES["Qwen/Qwen3-32B"]
 
 

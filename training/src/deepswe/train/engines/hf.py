@@ -72,11 +72,15 @@ class HFEngine:
         if prompt and isinstance(prompt[0], dict):
             prompt = self.renderer.encode(self.renderer.text(prompt, True))  # type: ignore[arg-type]
         if not prompt or n < 1 or max_tokens < 1 or temperature < 0:
-            raise ValueError(f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; got "
-                             f"{len(prompt)} ids, {n}, {max_tokens}, {temperature}")  # fmt: skip
+            raise ValueError(
+                f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; got "
+                f"{len(prompt)} ids, {n}, {max_tokens}, {temperature}"
+            )
         if self.asleep or self._stale:
-            raise RuntimeError("the engine is asleep or its weights were discarded: wake_up "
-                               "(and load_weights after a level-2 sleep) before sampling")  # fmt: skip
+            raise RuntimeError(
+                "the engine is asleep or its weights were discarded: wake_up "
+                "(and load_weights after a level-2 sleep) before sampling"
+            )
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed if seed is not None else int(torch.seed() % (2**63)))
         with self._lock, torch.no_grad():
@@ -170,14 +174,16 @@ class HFEngine:
                 if p is None:
                     raise KeyError(f"load_weights: {name!r} is not a weight of this model")
                 if p.shape != t.shape:
-                    raise ValueError(f"load_weights: {name} is {tuple(t.shape)}, the model's "
-                                     f"{tuple(p.shape)}")  # fmt: skip
+                    raise ValueError(
+                        f"load_weights: {name} is {tuple(t.shape)}, the model's {tuple(p.shape)}"
+                    )
                 p.copy_(t)
                 loaded.add(id(p))
                 count += 1
             missing = [n for i, n in want.items() if i not in loaded]
             if missing:
-                raise ValueError(f"load_weights: {len(missing)} weight(s) not given, e.g. "
-                                 f"{missing[:3]}")  # fmt: skip
+                raise ValueError(
+                    f"load_weights: {len(missing)} weight(s) not given, e.g. {missing[:3]}"
+                )
             self._stale = False
         return count

@@ -96,12 +96,16 @@ class VLLMEngine:
         if prompt and isinstance(prompt[0], dict):
             prompt = self.renderer.encode(self.renderer.text(prompt, True))  # type: ignore[arg-type]
         if not prompt or n < 1 or max_tokens < 1 or temperature < 0:
-            raise ValueError(f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; got "
-                             f"{len(prompt)} ids, {n}, {max_tokens}, {temperature}")  # fmt: skip
+            raise ValueError(
+                f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; got "
+                f"{len(prompt)} ids, {n}, {max_tokens}, {temperature}"
+            )
         if temperature == 0:  # vLLM refuses n > 1 with greedy sampling; all n are equal anyway
             one = self._complete(list(prompt), 1, 0.0, max_tokens, seed)[0]
-            return [Sample(list(one.token_ids), list(one.logprobs), one.text, one.finish_reason)
-                    for _ in range(n)]  # fmt: skip
+            return [
+                Sample(list(one.token_ids), list(one.logprobs), one.text, one.finish_reason)
+                for _ in range(n)
+            ]
         return self._complete(list(prompt), n, temperature, max_tokens, seed)
 
     def _complete(

@@ -55,18 +55,23 @@ class ColocatedVLLMEngine:
 
         self.can_sleep = cuda = torch.cuda.is_available()
         self.llm = LLM(
-            model=str(model_path), dtype=dtype, seed=seed, tensor_parallel_size=tensor_parallel,
+            model=str(model_path),
+            dtype=dtype,
+            seed=seed,
+            tensor_parallel_size=tensor_parallel,
             distributed_executor_backend="uni" if tensor_parallel == 1 else "external_launcher",
             enable_sleep_mode=cuda,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
             enable_prefix_caching=True,
             # As the vllm engine's server: the plain distribution asked for (not the model
             # folder's sampling defaults), log-probs of logits / temperature.
-            generation_config="vllm", logprobs_mode="processed_logprobs",
+            generation_config="vllm",
+            logprobs_mode="processed_logprobs",
             # CPU: eager, as the server engine (torch.compile on 2 shared cores costs minutes at
             # start for no gain on tiny models). CUDA: vLLM's CUDA graphs (not run here).
             enforce_eager=not cuda,
-        )  # fmt: skip
+        )
         self.tokenizer = self.llm.get_tokenizer()
         self.asleep = False
         self._renderer: Any = None
@@ -77,10 +82,12 @@ class ColocatedVLLMEngine:
         the GPU as the DeepSWE recipe gives vLLM (rLLM gpu_memory_utilization=0.6)."""
         ro = cfg.rollout
         return cls(
-            cfg.model.path, dtype=cfg.model.dtype, seed=cfg.run.seed,
+            cfg.model.path,
+            dtype=cfg.model.dtype,
+            seed=cfg.run.seed,
             max_model_len=ro.max_prompt_tokens + ro.max_response_tokens,
             tensor_parallel=cfg.engine.tensor_parallel,
-        )  # fmt: skip
+        )
 
     def _ids(self, prompt: list[int] | list[dict[str, str]]) -> list[int]:
         if prompt and isinstance(prompt[0], dict):
@@ -116,13 +123,21 @@ class ColocatedVLLMEngine:
         for prompt, n, temperature, max_tokens, seed in requests:
             ids = self._ids(prompt)
             if not ids or n < 1 or max_tokens < 1 or temperature < 0:
-                raise ValueError(f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; "
-                                 f"got {len(ids)} ids, {n}, {max_tokens}, {temperature}")  # fmt: skip
+                raise ValueError(
+                    f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; "
+                    f"got {len(ids)} ids, {n}, {max_tokens}, {temperature}"
+                )
             prompts.append({"prompt_token_ids": ids})
-            params.append(SamplingParams(
-                n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, logprobs=0,
-                skip_special_tokens=False,
-            ))  # fmt: skip
+            params.append(
+                SamplingParams(
+                    n=n,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    seed=seed,
+                    logprobs=0,
+                    skip_special_tokens=False,
+                )
+            )
         outs = self.llm.generate(prompts, params, use_tqdm=False)
         return [self._samples(out) for out in outs]
 
@@ -132,8 +147,9 @@ class ColocatedVLLMEngine:
             toks = list(c.token_ids)
             lps = [float(step[t].logprob) for t, step in zip(toks, c.logprobs or [], strict=True)]
             text = self.tokenizer.decode(toks, skip_special_tokens=True)
-            samples.append(Sample(toks, lps, text, "length" if c.finish_reason == "length"
-                                  else "stop"))  # fmt: skip
+            samples.append(
+                Sample(toks, lps, text, "length" if c.finish_reason == "length" else "stop")
+            )
         return samples
 
     def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:

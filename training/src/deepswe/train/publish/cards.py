@@ -37,26 +37,46 @@ def _eval_results(metrics: dict, card: dict, forced: list[Finding]) -> list[Eval
     # The Hub shows metric_name beside the value: a forced number says so there too.
     tag = f"published with --force past: {', '.join(f.check for f in forced)}" if forced else ""
     spread = f"mean of {runs} runs, std {metrics['pass@1_std']:.4f}"
-    out = [EvalResult(**common, metric_type="pass@1", metric_value=metrics["pass@1_mean"],
-                      metric_name=f"Pass@1 ({spread}{'; ' + tag if tag else ''})",
-                      verified=False)]  # fmt: skip
+    out = [
+        EvalResult(
+            **common,
+            metric_type="pass@1",
+            metric_value=metrics["pass@1_mean"],
+            metric_name=f"Pass@1 ({spread}{'; ' + tag if tag else ''})",
+            verified=False,
+        )
+    ]
     for k, v in (metrics.get("best@k") or {}).items():
-        out.append(EvalResult(**common, metric_type=f"best@{k}", metric_value=v,
-                              metric_name=f"Best@{k}" + (f" ({tag})" if tag else ""),
-                              verified=False))  # fmt: skip
+        out.append(
+            EvalResult(
+                **common,
+                metric_type=f"best@{k}",
+                metric_value=v,
+                metric_name=f"Best@{k}" + (f" ({tag})" if tag else ""),
+                verified=False,
+            )
+        )
     return out
 
 
 def forced_sentences(forced: list[Finding]) -> list[str]:
     """What a card says next to a number published past failed checks: which, and why the
     number may not be this model's."""
-    return [f"**Published with `--force` although the check \"{f.check}\" failed:** "
-            f"{f.caveat}" for f in forced]  # fmt: skip
+    return [
+        f'**Published with `--force` although the check "{f.check}" failed:** {f.caveat}'
+        for f in forced
+    ]
 
 
-def model_card(train: Path, repo: str, weights: int, metrics: dict | None,
-               eval_run: Path | None, dataset_repo: str | None,
-               forced: list[Finding] | None = None) -> str:  # fmt: skip
+def model_card(
+    train: Path,
+    repo: str,
+    weights: int,
+    metrics: dict | None,
+    eval_run: Path | None,
+    dataset_repo: str | None,
+    forced: list[Finding] | None = None,
+) -> str:
     """The model card; `forced` are the checks the evaluation failed and --force overrode."""
     forced = forced or []
     cfg = _read_config(train)
@@ -105,7 +125,7 @@ def model_card(train: Path, repo: str, weights: int, metrics: dict | None,
             " This is a tiny-profile model (CPU smoke scale), not a DeepSWE-size reproduction."
             if weights < (1 << 30)
             else ""
-        ),  # fmt: skip
+        ),
         "",
         "## Provenance",
         "",
@@ -116,14 +136,24 @@ def model_card(train: Path, repo: str, weights: int, metrics: dict | None,
     return f"---\n{card.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n"
 
 
-def dataset_card(eval_run: Path, repo: str, metrics: dict, n: int, model_repo: str | None,
-                 predictions: list[str]) -> str:  # fmt: skip
+def dataset_card(
+    eval_run: Path, repo: str, metrics: dict, n: int, model_repo: str | None, predictions: list[str]
+) -> str:
     ecard = _eval_card(eval_run)
     configs = [{"config_name": "episodes", "data_files": "data/episodes.parquet"}]
     if predictions:  # one split per run: `run-0.jsonl` -> split `run_0`
-        configs.append({"config_name": "predictions", "data_files": [
-            {"split": name.removesuffix(".jsonl").replace("-", "_"), "path": f"predictions/{name}"}
-            for name in predictions]})  # fmt: skip
+        configs.append(
+            {
+                "config_name": "predictions",
+                "data_files": [
+                    {
+                        "split": name.removesuffix(".jsonl").replace("-", "_"),
+                        "path": f"predictions/{name}",
+                    }
+                    for name in predictions
+                ],
+            }
+        )
     card = DatasetCardData(
         license="mit",
         tags=["swe-agent", "trajectories", "swe-bench", "deepswe-repro"],

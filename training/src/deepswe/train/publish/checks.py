@@ -47,9 +47,11 @@ def evaluation_findings(eval_run: Path, model: Path) -> list[Finding]:
     try:
         card = read_card(store)
     except ProtocolMismatch as err:
-        raise EvalUnreadable(f"{store.config_path} is not a run card this version reads "
-                             f"({str(err).splitlines()[0][:200]}): evaluate the model again "
-                             "with this version, or leave --eval out") from None  # fmt: skip
+        raise EvalUnreadable(
+            f"{store.config_path} is not a run card this version reads "
+            f"({str(err).splitlines()[0][:200]}): evaluate the model again "
+            "with this version, or leave --eval out"
+        ) from None
     records = store.records()
     found = [
         _incomplete(eval_run, card, records),
@@ -81,8 +83,11 @@ def _incomplete(eval_run: Path, card: RunCard, records: list[EpisodeRecord]) -> 
 
 
 def _infra_errors(eval_run: Path, records: list[EpisodeRecord]) -> Finding | None:
-    bad = [r for r in records
-           if r.status is EpisodeStatus.INFRA_ERROR or r.outcome is Outcome.INFRA_ERROR]  # fmt: skip
+    bad = [
+        r
+        for r in records
+        if r.status is EpisodeStatus.INFRA_ERROR or r.outcome is Outcome.INFRA_ERROR
+    ]
     if not bad:
         return None
     first = bad[0]
@@ -101,8 +106,11 @@ def _weights(card: RunCard, model: Path) -> Finding | None:
     served = card.served_weights
     evaluate = f"evaluate {model} itself (serve it, then `deepswe-eval run --policy openai`)"
     if served is None or not served.digest:
-        named = (f"it names {served.model!r}" + (f" at {served.root}" if served.root else "")
-                 if served else "it names no model")  # fmt: skip
+        named = (
+            f"it names {served.model!r}" + (f" at {served.root}" if served.root else "")
+            if served
+            else "it names no model"
+        )
         return Finding(
             "weights recorded",
             "the evaluation does not record what it evaluated: its run card has no digest of "
@@ -148,5 +156,7 @@ def _stale_report(eval_run: Path, card: RunCard, records: list[EpisodeRecord]) -
 def refusal(eval_run: Path, findings: list[Finding]) -> str:
     """The one line `publish` refuses with: why, what to do, and the override."""
     why = " ".join(f"{f.problem[0].upper()}{f.problem[1:]} - {f.remedy}." for f in findings)
-    return (f"{eval_run}'s Pass@1 cannot go in this model's card. {why} Or --force (FORCE=1) "
-            "publishes it, the card saying which check was overridden.")  # fmt: skip
+    return (
+        f"{eval_run}'s Pass@1 cannot go in this model's card. {why} Or --force (FORCE=1) "
+        "publishes it, the card saying which check was overridden."
+    )

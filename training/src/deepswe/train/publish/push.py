@@ -32,15 +32,21 @@ def _explain(err: Exception, repo: str) -> PublishError:
 
     status = getattr(getattr(err, "response", None), "status_code", None)
     if isinstance(err, HfHubHTTPError) and status == 401:
-        return PublishError(f"{constants.ENDPOINT} refused the token (401) for {repo}: set "
-                            "HF_TOKEN or run `hf auth login` with a write token")  # fmt: skip
+        return PublishError(
+            f"{constants.ENDPOINT} refused the token (401) for {repo}: set "
+            "HF_TOKEN or run `hf auth login` with a write token"
+        )
     if isinstance(err, HfHubHTTPError) and status in (409, 412):
-        return PublishError(f"{repo} changed on the Hub during the push ({status}): nothing of "
-                            "this commit landed; rerun to push on top of the new head")  # fmt: skip
+        return PublishError(
+            f"{repo} changed on the Hub during the push ({status}): nothing of "
+            "this commit landed; rerun to push on top of the new head"
+        )
     if isinstance(err, HfHubHTTPError):
         return PublishError(f"the Hub answered {status} for {repo}: {str(err).splitlines()[0]}")
-    return PublishError(f"cannot reach {constants.ENDPOINT} ({type(err).__name__}): check the "
-                        "network or HF_ENDPOINT, then rerun (finished uploads are kept)")  # fmt: skip
+    return PublishError(
+        f"cannot reach {constants.ENDPOINT} ({type(err).__name__}): check the "
+        "network or HF_ENDPOINT, then rerun (finished uploads are kept)"
+    )
 
 
 def _adds(r: RepoPlan, paths: list[str]) -> list:
@@ -58,9 +64,11 @@ def _survey_repo(api, r: RepoPlan, private: bool) -> None:
         api.create_branch(r.repo_id, repo_type=r.repo_type, branch=r.revision, exist_ok=True)
     info = api.repo_info(r.repo_id, repo_type=r.repo_type, revision=r.revision)
     if private and not info.private:
-        raise PublishError(f"{r.repo_type} {r.repo_id} exists and is public; --private does not "
-                           "change an existing repo: make it private on the Hub, or drop "
-                           "--private")  # fmt: skip
+        raise PublishError(
+            f"{r.repo_type} {r.repo_id} exists and is public; --private does not "
+            "change an existing repo: make it private on the Hub, or drop "
+            "--private"
+        )
     keep = {f.path for f in r.files} | {".gitattributes"}
     r.head = info.sha
     r.deletes = sorted({s.rfilename for s in info.siblings or []} - keep)
@@ -79,19 +87,29 @@ def _push_repo(api, r: RepoPlan, create_pr: bool) -> str:
         # One pull request per revision, the card in the same commit: merging it is atomic,
         # so the card cannot land without its files.
         pr = api.create_commit(
-            r.repo_id, _adds(r, files + card) + deletes, repo_type=r.repo_type,
-            revision=r.revision, parent_commit=head, create_pr=True,
+            r.repo_id,
+            _adds(r, files + card) + deletes,
+            repo_type=r.repo_type,
+            revision=r.revision,
+            parent_commit=head,
+            create_pr=True,
             commit_message="Publish run files and the card",
-        )  # fmt: skip
+        )
         # The client opens no pull request when every file is already there (pr_url None).
         return f"pull request {pr.pr_revision} {pr.pr_url}" if pr.pr_url else f"{head} (unchanged)"
-    for ops, message in ((_adds(r, files) + deletes, "Publish run files"),
-                         (_adds(r, card), "Add the model card")):  # fmt: skip
+    for ops, message in (
+        (_adds(r, files) + deletes, "Publish run files"),
+        (_adds(r, card), "Add the model card"),
+    ):
         if ops:
             head = api.create_commit(
-                r.repo_id, ops, repo_type=r.repo_type, revision=r.revision,
-                parent_commit=head, commit_message=message,
-            ).oid  # fmt: skip
+                r.repo_id,
+                ops,
+                repo_type=r.repo_type,
+                revision=r.revision,
+                parent_commit=head,
+                commit_message=message,
+            ).oid
     return head
 
 
@@ -107,8 +125,9 @@ def _each(plan: Plan, step, pushes: bool) -> list[str]:
         except Exception as err:  # translated to one line; the traceback is the client's
             if isinstance(err, PublishError):
                 raise PublishError(f"{err}{landed}") from None
-            if type(err).__module__.startswith(("huggingface_hub", "httpx", "requests")) or \
-                    isinstance(err, OSError):  # fmt: skip
+            if type(err).__module__.startswith(
+                ("huggingface_hub", "httpx", "requests")
+            ) or isinstance(err, OSError):
                 msg = _explain(err, f"{r.repo_type} {r.repo_id}@{r.revision}")
                 raise PublishError(f"{msg}{landed}") from err
             raise

@@ -21,8 +21,22 @@ from deepswe.train.publish.cards import dataset_card, model_card
 from deepswe.train.publish.checks import EvalUnreadable, Finding, evaluation_findings, refusal
 
 # The Hub's default .gitattributes sends these to LFS; so does any file of 10 MiB or more.
-LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".parquet", ".arrow", ".h5",
-                ".msgpack", ".onnx", ".png", ".zip", ".gz", ".model")  # fmt: skip
+LFS_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".parquet",
+    ".arrow",
+    ".h5",
+    ".msgpack",
+    ".onnx",
+    ".png",
+    ".zip",
+    ".gz",
+    ".model",
+)
 LFS_MIN_BYTES = 10 * 1024 * 1024
 # Weights under this are a tiny-profile model, never a 32B reproduction (Qwen3-32B: ~65 GB bf16).
 TINY_WEIGHTS_BYTES = 1 << 30
@@ -64,15 +78,19 @@ class Plan:
         lines = []
         for r in self.repos:
             total = sum(f.size for f in r.files)
-            lines.append(f"{r.repo_type} {r.repo_id} @ {r.revision}: {len(r.files)} files, "
-                         f"{total} bytes (staged in {r.staging})")  # fmt: skip
+            lines.append(
+                f"{r.repo_type} {r.repo_id} @ {r.revision}: {len(r.files)} files, "
+                f"{total} bytes (staged in {r.staging})"
+            )
             for f in r.files:
                 lines.append(f"  {f.path}  {f.size}  {f.sha256}  {'lfs' if f.lfs else 'regular'}")
             lines += [f"  delete {p}  (on the Hub, not in this plan)" for p in r.deletes or []]
         notes = list(self.notes)
         if any(r.deletes is None for r in self.repos):
-            notes.append("the Hub was not read: on push, files a revision holds that are not "
-                         "listed here are deleted, each printed before the commit")  # fmt: skip
+            notes.append(
+                "the Hub was not read: on push, files a revision holds that are not "
+                "listed here are deleted, each printed before the commit"
+            )
         return "\n".join(lines + [f"note: {n}" for n in notes])
 
 
@@ -104,15 +122,19 @@ def _list(staging: Path) -> list[PlannedFile]:
 def check_model_folder(folder: Path) -> int:
     """Bytes of weights in a complete HF folder; StageError when it is missing or partial."""
     if not (folder / "config.json").is_file():
-        raise StageError(f"{folder} holds no HF checkpoint (config.json missing): train the run "
-                         "to its end, or run export_final on it")  # fmt: skip
+        raise StageError(
+            f"{folder} holds no HF checkpoint (config.json missing): train the run "
+            "to its end, or run export_final on it"
+        )
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         shards = set(json.loads(index.read_text())["weight_map"].values())
         missing = sorted(s for s in shards if not (folder / s).is_file())
         if missing:
-            raise StageError(f"{folder} is a partial checkpoint: {missing[0]} missing of "
-                             f"{len(shards)} shards; copy it again or re-export")  # fmt: skip
+            raise StageError(
+                f"{folder} is a partial checkpoint: {missing[0]} missing of "
+                f"{len(shards)} shards; copy it again or re-export"
+            )
     weights = list(folder.glob("*.safetensors"))
     if not weights:
         raise StageError(f"{folder} has no *.safetensors weights: re-export the checkpoint")
@@ -125,13 +147,16 @@ def _stage_model_folder(src: Path, dst: Path) -> None:
             _link(p, dst / p.name)
 
 
-def _stage_model(train: Path, eval_run: Path | None, repo: str, dataset_repo: str | None,
-                 out: Path, force: bool) -> list[RepoPlan]:  # fmt: skip
+def _stage_model(
+    train: Path, eval_run: Path | None, repo: str, dataset_repo: str | None, out: Path, force: bool
+) -> list[RepoPlan]:
     final = train / "final"
     weights = check_model_folder(final)
     if weights < TINY_WEIGHTS_BYTES and FULL_REPRO_NAME.search(repo) and not force:
-        raise StageError(f"{final} holds tiny-profile weights ({weights} bytes) but {repo!r} "
-                         "reads like a full DeepSWE reproduction: pick another name, or --force")  # fmt: skip
+        raise StageError(
+            f"{final} holds tiny-profile weights ({weights} bytes) but {repo!r} "
+            "reads like a full DeepSWE reproduction: pick another name, or --force"
+        )
     metrics = _eval_metrics(eval_run) if eval_run else None
     forced = _check_evaluation(eval_run, final, force) if eval_run else []
     main = out / "model-main"
@@ -162,9 +187,11 @@ def _check_evaluation(eval_run: Path, model: Path, force: bool) -> list[Finding]
     then returned for the card to name. A policy that is not a model is refused even then."""
     policy = (_read_json(eval_run / "config.json").get("eval") or {}).get("policy") or {}
     if policy.get("name") in NOT_A_MODEL:
-        raise StageError(f"{eval_run} evaluated the {policy['name']!r} policy, not this model: "
-                         "its numbers cannot go in the model card; publish it alone (--eval "
-                         "without RUN) or evaluate the model with --policy openai")  # fmt: skip
+        raise StageError(
+            f"{eval_run} evaluated the {policy['name']!r} policy, not this model: "
+            "its numbers cannot go in the model card; publish it alone (--eval "
+            "without RUN) or evaluate the model with --policy openai"
+        )
     try:
         findings = evaluation_findings(eval_run, model)
     except EvalUnreadable as err:
@@ -181,13 +208,16 @@ def _read_json(path: Path) -> dict:
 def _eval_metrics(eval_run: Path) -> dict:
     path = eval_run / "metrics.json"
     if not path.is_file():
-        raise StageError(f"{eval_run} has no metrics.json: run `deepswe-eval report {eval_run}` "
-                         "first (or leave --eval out)")  # fmt: skip
+        raise StageError(
+            f"{eval_run} has no metrics.json: run `deepswe-eval report {eval_run}` "
+            "first (or leave --eval out)"
+        )
     return json.loads(path.read_text())
 
 
-def _stage_dataset(eval_run: Path, repo: str, model_repo: str | None, out: Path,
-                   notes: list[str]) -> RepoPlan:  # fmt: skip
+def _stage_dataset(
+    eval_run: Path, repo: str, model_repo: str | None, out: Path, notes: list[str]
+) -> RepoPlan:
     from deepswe.train.publish.episodes import write_episodes
 
     metrics = _eval_metrics(eval_run)
@@ -212,8 +242,14 @@ def _stage_dataset(eval_run: Path, repo: str, model_repo: str | None, out: Path,
     return RepoPlan(repo, "dataset", "main", root)
 
 
-def build_plan(train: Path | None, eval_run: Path | None, repo: str | None,
-               dataset_repo: str | None, out: Path, force: bool = False) -> Plan:  # fmt: skip
+def build_plan(
+    train: Path | None,
+    eval_run: Path | None,
+    repo: str | None,
+    dataset_repo: str | None,
+    out: Path,
+    force: bool = False,
+) -> Plan:
     """Stage everything under `out` (emptied first) and list it; nothing leaves the machine."""
     if train is None and eval_run is None:
         raise StageError("nothing to publish: give a training run, an evaluation run, or both")

@@ -141,8 +141,9 @@ class SpineSource:
     def rollout(self, task: Task, policy: Policy) -> Trajectory:
         timeout = self.cfg.episode.reward_timeout_s
         if timeout is not None:
-            task = task.model_copy(update={"test_spec": task.test_spec.model_copy(
-                update={"timeout_s": timeout})})  # fmt: skip
+            task = task.model_copy(
+                update={"test_spec": task.test_spec.model_copy(update={"timeout_s": timeout})}
+            )
         return run_task(
             task,
             policy,

@@ -35,10 +35,13 @@ class TextSource:
         reply = policy.reply(messages, timeout=60.0)
         solved = self.env.target in reply.text
         step = Step(
-            index=0, assistant=reply.text, prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens, token_ids=reply.token_ids,
+            index=0,
+            assistant=reply.text,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            token_ids=reply.token_ids,
             logprobs=reply.logprobs,
-        )  # fmt: skip
+        )
         return Trajectory(
             instance_id=task.instance_id,
             policy=policy.name,

@@ -133,8 +133,16 @@ def verdict(c: Candidate, base: TestRun | None, run: TestRun | None, why: str = 
 
     def v(status: VerdictStatus, detail: str, score: float | None = None, **extra) -> Verdict:
         seconds = run.seconds if run is not None else 0.0
-        return Verdict(verifier=VERIFIER, instance_id=c.instance_id, run=c.run, status=status,
-                       score=score, detail=detail, seconds=seconds, extra=extra)  # fmt: skip
+        return Verdict(
+            verifier=VERIFIER,
+            instance_id=c.instance_id,
+            run=c.run,
+            status=status,
+            score=score,
+            detail=detail,
+            seconds=seconds,
+            extra=extra,
+        )
 
     if base is None or run is None:
         return v(VerdictStatus.UNREACHABLE, why)
@@ -149,15 +157,29 @@ def verdict(c: Candidate, base: TestRun | None, run: TestRun | None, why: str = 
         return v(VerdictStatus.UNREACHABLE, run.infra)
     sha = patch_sha(c.patch)[:12]
     if not run.applied:
-        return v(VerdictStatus.SCORED, "the patch did not apply", 0.0, apply_failed=True,
-                 base_passing=len(wanted), patch_sha=sha, cached=run.cached)  # fmt: skip
+        return v(
+            VerdictStatus.SCORED,
+            "the patch did not apply",
+            0.0,
+            apply_failed=True,
+            base_passing=len(wanted),
+            patch_sha=sha,
+            cached=run.cached,
+        )
     kept = wanted & passing(run)
     broken = sorted(wanted - kept)
     detail = f"{len(kept)}/{len(wanted)} tests passing at base still pass"
     if run.timed_out:
         detail += " (the test run timed out)"
-    return v(VerdictStatus.SCORED, detail, float(len(kept)), base_passing=len(wanted),
-             broken=broken[:20], patch_sha=sha, cached=run.cached)  # fmt: skip
+    return v(
+        VerdictStatus.SCORED,
+        detail,
+        float(len(kept)),
+        base_passing=len(wanted),
+        broken=broken[:20],
+        patch_sha=sha,
+        cached=run.cached,
+    )
 
 
 def score_regression(
@@ -190,8 +212,15 @@ def score_regression(
     no_cmd = {i for i in ids if not tasks[i].test_spec.command.strip()}
     for c in todo:
         if c.instance_id in no_cmd:
-            save(Verdict(verifier=VERIFIER, instance_id=c.instance_id, run=c.run,
-                         status=VerdictStatus.NOT_APPLICABLE, detail="the task has no test command"))  # fmt: skip
+            save(
+                Verdict(
+                    verifier=VERIFIER,
+                    instance_id=c.instance_id,
+                    run=c.run,
+                    status=VerdictStatus.NOT_APPLICABLE,
+                    detail="the task has no test command",
+                )
+            )
     todo = [c for c in todo if c.instance_id not in no_cmd]
     images = ensure_images([tasks[i] for i in ids if i not in no_cmd], log)
     ready = [i for i in images if isinstance(images[i], str)]
@@ -216,8 +245,14 @@ def score_regression(
     def cand_job(key: tuple[str, str]) -> TestRun:
         i, group = key[0], jobs[key]
         b = base[i]
-        run = cached_run(cache, tasks[i], str(images[i]), group[0].patch,
-                         restored_paths(tasks[i], passing(b)), plan)  # fmt: skip
+        run = cached_run(
+            cache,
+            tasks[i],
+            str(images[i]),
+            group[0].patch,
+            restored_paths(tasks[i], passing(b)),
+            plan,
+        )
         for c in group:
             save(verdict(c, b, run))
         return run

@@ -74,8 +74,13 @@ def _verdict(c: Candidate, results: list[dict], tests: list[IssueTest]) -> Verdi
     seconds = sum(r["seconds"] for r in results)
     base = {"verifier": VERIFIER, "instance_id": c.instance_id, "run": c.run, "seconds": seconds}
     if not all(r["applied"] for r in results):
-        return Verdict(**base, status=VerdictStatus.SCORED, score=0.0,
-                       detail="the patch did not apply", extra={"apply_failed": True})  # fmt: skip
+        return Verdict(
+            **base,
+            status=VerdictStatus.SCORED,
+            score=0.0,
+            detail="the patch did not apply",
+            extra={"apply_failed": True},
+        )
     per_test = [int(r["resolved"]) for r in results]
     return Verdict(
         **base,
@@ -86,7 +91,7 @@ def _verdict(c: Candidate, results: list[dict], tests: list[IssueTest]) -> Verdi
             "per_test": per_test,
             "tests": [t.index for t in tests],
             "patch_sha": patch_sha(c.patch)[:12],
-        },  # fmt: skip
+        },
     )
 
 
@@ -126,9 +131,15 @@ def score_reproduction(
     for c in todo:
         if not kept[c.instance_id]:
             why = "; ".join(sorted({t.reason for t in stored[c.instance_id] or []}))
-            save(Verdict(verifier=VERIFIER, instance_id=c.instance_id, run=c.run,
-                         status=VerdictStatus.NOT_APPLICABLE,
-                         detail=f"no kept reproduction test ({why or 'none written'})"))  # fmt: skip
+            save(
+                Verdict(
+                    verifier=VERIFIER,
+                    instance_id=c.instance_id,
+                    run=c.run,
+                    status=VerdictStatus.NOT_APPLICABLE,
+                    detail=f"no kept reproduction test ({why or 'none written'})",
+                )
+            )
     todo = [c for c in todo if kept[c.instance_id]]
     images = ensure_images([tasks[i] for i in ids if kept[i]], log)
     jobs: dict[tuple[str, str], list[Candidate]] = {}
@@ -140,8 +151,15 @@ def score_reproduction(
         task, image, tests = tasks[i], images[i], kept[i]
         if not isinstance(image, str):
             for c in group:
-                save(Verdict(verifier=VERIFIER, instance_id=i, run=c.run,
-                             status=VerdictStatus.UNREACHABLE, detail=f"no image: {image}"))  # fmt: skip
+                save(
+                    Verdict(
+                        verifier=VERIFIER,
+                        instance_id=i,
+                        run=c.run,
+                        status=VerdictStatus.UNREACHABLE,
+                        detail=f"no image: {image}",
+                    )
+                )
             return
         results = []
         for t in tests:
@@ -152,9 +170,15 @@ def score_reproduction(
                     hit = run_one(image, group[0].patch, t, plan)
                 except INFRA_EXCEPTIONS as exc:
                     for c in group:
-                        save(Verdict(verifier=VERIFIER, instance_id=i, run=c.run,
-                                     status=VerdictStatus.UNREACHABLE,
-                                     detail=f"{type(exc).__name__}: {exc}"))  # fmt: skip
+                        save(
+                            Verdict(
+                                verifier=VERIFIER,
+                                instance_id=i,
+                                run=c.run,
+                                status=VerdictStatus.UNREACHABLE,
+                                detail=f"{type(exc).__name__}: {exc}",
+                            )
+                        )
                     return
                 cache.put(task, ckey, hit)
             results.append(hit)

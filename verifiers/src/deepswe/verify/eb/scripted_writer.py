@@ -79,8 +79,12 @@ def claim_of(statement: str) -> Claim | None:
         if m := pattern.search(statement):
             return Claim("no_raise", exception=m.group("exc").rsplit(".", 1)[-1])
     if m := _COMPARE.search(statement):
-        return Claim("compare", actual=m.group("actual"), op=m.group("op").strip(),
-                     expected=m.group("expected"))  # fmt: skip
+        return Claim(
+            "compare",
+            actual=m.group("actual"),
+            op=m.group("op").strip(),
+            expected=m.group("expected"),
+        )
     for pattern in _RAISES:
         if m := pattern.search(statement):
             msg = (m.groupdict().get("msg") or "").strip()

@@ -167,17 +167,30 @@ def _write_and_check(
                 else IssueTestStatus.REJECTED
             )
             if not any(t.reason == written.account for t in out):  # the same reason once
-                out.append(IssueTest(**base, status=status, reason=written.account,
-                                     seconds=time.monotonic() - started))  # fmt: skip
+                out.append(
+                    IssueTest(
+                        **base,
+                        status=status,
+                        reason=written.account,
+                        seconds=time.monotonic() - started,
+                    )
+                )
             continue
         if written.source in seen:  # identical tests count once
             continue
         seen.add(written.source)
         kept, reason, tail = check_on_base(task, image, written.source, plan)
         status = IssueTestStatus.KEPT if kept else IssueTestStatus.REJECTED
-        out.append(IssueTest(**base, status=status, reason=f"{written.account}; {reason}",
-                             source=written.source, base_output=tail,
-                             seconds=time.monotonic() - started))  # fmt: skip
+        out.append(
+            IssueTest(
+                **base,
+                status=status,
+                reason=f"{written.account}; {reason}",
+                source=written.source,
+                base_output=tail,
+                seconds=time.monotonic() - started,
+            )
+        )
     return out
 
 

@@ -121,8 +121,10 @@ def build_judge_rows(
             )
         )
     yes = sum(r.label == "YES" for r in rows)
-    log(f"judge data: {len(rows)} rows ({yes} YES, {len(rows) - yes} NO) from {len(pools)} tasks; "
-        f"{too_long} over the {budget}-token budget left out")  # fmt: skip
+    log(
+        f"judge data: {len(rows)} rows ({yes} YES, {len(rows) - yes} NO) from {len(pools)} tasks; "
+        f"{too_long} over the {budget}-token budget left out"
+    )
     return rows
 
 

@@ -79,13 +79,35 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _CALL = re.compile(r"<function=.*?</function>", re.DOTALL)
 # Fields R2E-Gym's Trajectory model requires: a record lacking one fails its validation, and
 # traj2verifier_data then shows the recorded patch instead of the rebuilt one.
-_REQUIRED = ("trajectory_steps", "problem_statement", "docker_image", "max_steps",
-             "max_steps_absolute", "max_token_limit", "max_llm_time", "max_exec_time",
-             "max_total_time", "exit_reason", "output_patch")  # fmt: skip
-_REQUIRED_STEP = ("step_idx", "thought", "action", "observation", "done", "info",
-                  "token_usage_prompt", "token_usage_completion", "token_usage_total",
-                  "llm_exec_time", "env_exec_time", "total_step_time", "total_time_traj",
-                  "step_count")  # fmt: skip
+_REQUIRED = (
+    "trajectory_steps",
+    "problem_statement",
+    "docker_image",
+    "max_steps",
+    "max_steps_absolute",
+    "max_token_limit",
+    "max_llm_time",
+    "max_exec_time",
+    "max_total_time",
+    "exit_reason",
+    "output_patch",
+)
+_REQUIRED_STEP = (
+    "step_idx",
+    "thought",
+    "action",
+    "observation",
+    "done",
+    "info",
+    "token_usage_prompt",
+    "token_usage_completion",
+    "token_usage_total",
+    "llm_exec_time",
+    "env_exec_time",
+    "total_step_time",
+    "total_time_traj",
+    "step_count",
+)
 
 
 @dataclass(frozen=True)
@@ -114,9 +136,14 @@ def log_step(thought: Any, action: Any, observation: Any) -> R2EStep:
 def _validates(record: Mapping[str, Any]) -> bool:
     """Required fields present and not null (R2E-Gym's model also checks their types; we don't)."""
     steps = record.get("trajectory_steps")
-    return (all(record.get(k) is not None for k in _REQUIRED) and isinstance(steps, list)
-            and all(isinstance(s, Mapping) and all(s.get(k) is not None for k in _REQUIRED_STEP)
-                    for s in steps))  # fmt: skip
+    return (
+        all(record.get(k) is not None for k in _REQUIRED)
+        and isinstance(steps, list)
+        and all(
+            isinstance(s, Mapping) and all(s.get(k) is not None for k in _REQUIRED_STEP)
+            for s in steps
+        )
+    )
 
 
 def from_record(record: Mapping[str, Any]) -> R2EInput:
@@ -147,8 +174,11 @@ def agent_step(reply: str) -> tuple[str, str]:
     Action.to_xml_string (NO_CALL when there is none). Text outside both is not recorded."""
     think, call = _THINK.search(reply), _CALL.search(reply)
     name, params = r2e_call(call.group(0).strip() if call else "")
-    lines = [f"<function={name}>\n", *(f"  <parameter={k}>{v}</parameter>\n" for k, v in
-                                       params.items()), "</function>"]  # fmt: skip
+    lines = [
+        f"<function={name}>\n",
+        *(f"  <parameter={k}>{v}</parameter>\n" for k, v in params.items()),
+        "</function>",
+    ]
     return (think.group(0).strip() if think else ""), "".join(lines)
 
 
@@ -166,11 +196,17 @@ def from_trajectory(problem_statement: str, trajectory: Trajectory | None, patch
 
 
 def user_text(inp: R2EInput) -> str:
-    parts = [INTRO, LOG_OPEN, f"[SYSTEM]\n{SYSTEM_PROMPT}\n[/SYSTEM]\n\n",
-             f"[USER]\n{INSTANCE_PROMPT.format(problem_statement=inp.problem_statement)}\n[/USER]"]  # fmt: skip
+    parts = [
+        INTRO,
+        LOG_OPEN,
+        f"[SYSTEM]\n{SYSTEM_PROMPT}\n[/SYSTEM]\n\n",
+        f"[USER]\n{INSTANCE_PROMPT.format(problem_statement=inp.problem_statement)}\n[/USER]",
+    ]
     for i, s in enumerate(inp.steps):
-        parts.append(f"\n\n[STEP]\n{i}\n[/STEP]\n\n[ASSISTANT]\n{s.assistant}\n[/ASSISTANT]"
-                     f"\n\n[USER]\n{s.observation}\n[/USER]")  # fmt: skip
+        parts.append(
+            f"\n\n[STEP]\n{i}\n[/STEP]\n\n[ASSISTANT]\n{s.assistant}\n[/ASSISTANT]"
+            f"\n\n[USER]\n{s.observation}\n[/USER]"
+        )
     parts += [LOG_CLOSE, PATCH_OPEN, inp.patch, PATCH_CLOSE, QUESTION]
     return "".join(parts)
 
@@ -201,7 +237,9 @@ def render_r2e(inp: R2EInput, count: TextCounter, max_tokens: int) -> JudgePromp
     (R2E-Gym sends it anyway)."""
     limit = limit_for(max_tokens, inp.resolved, count)
     text, condensed, tokens = condense(user_text(inp), lambda t: count(t, True), limit)
-    messages: Messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                          {"role": "user", "content": text}]  # fmt: skip
+    messages: Messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": text},
+    ]
     status = RenderStatus.FITS if tokens <= limit else RenderStatus.TOO_LONG
     return JudgePrompt(messages, tokens, limit, condensed, status)

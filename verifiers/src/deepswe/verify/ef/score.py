@@ -94,8 +94,12 @@ def judge_candidate(
     prompt still too long; R2E-Gym's format sends it, as R2E-Gym does (the server may refuse)."""
     t0 = time.monotonic()
     prompt = candidate_prompt(candidate, judge, budget, fmt)
-    facts = {"prompt_tokens": prompt.tokens, "condensed": prompt.condensed, "judge": judge.name,
-             "format": fmt}  # fmt: skip
+    facts = {
+        "prompt_tokens": prompt.tokens,
+        "condensed": prompt.condensed,
+        "judge": judge.name,
+        "format": fmt,
+    }
     if prompt.status is RenderStatus.TOO_LONG and fmt == "ours":
         j = Judgement(
             VerdictStatus.ERROR,
@@ -130,8 +134,10 @@ def score_candidates(
     as it completes; returns the new verdicts in the candidates' order."""
     done = store.done("ef")
     todo = [c for c in candidates if (c.instance_id, c.run) not in done]
-    log(f"ef: {len(todo)} to judge, {len(candidates) - len(todo)} already done ({judge.name}, "
-        f"{fmt} format)")  # fmt: skip
+    log(
+        f"ef: {len(todo)} to judge, {len(candidates) - len(todo)} already done ({judge.name}, "
+        f"{fmt} format)"
+    )
     out: dict[tuple[str, int], Verdict] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(judge_candidate, c, judge, budget, fmt): c for c in todo}

@@ -77,9 +77,11 @@ class Mixture(BaseModel):
     comment: int = Field(0, ge=0, description="a comment beside the buggy line, the bug kept")
     empty: int = Field(0, ge=0, description="no change")
     hard: int = Field(
-        0, ge=0, description="hard negatives of misedit/regression/wrong_place/partial, the kind "
+        0,
+        ge=0,
+        description="hard negatives of misedit/regression/wrong_place/partial, the kind "
         "taken in turn from a seeded place per task (the judge's data needs one NO a task)",
-    )  # fmt: skip
+    )
 
     @model_validator(mode="after")
     def _some(self) -> Mixture:

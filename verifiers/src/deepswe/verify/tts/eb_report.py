@@ -36,10 +36,13 @@ def kept_tests(pool: Path) -> dict[str, dict[str, int]]:
 def _rates(c: Counter) -> dict:
     pairs = c["tp"] + c["fp"] + c["fn"] + c["tn"]
     pos, neg = c["tp"] + c["fn"], c["fp"] + c["tn"]
-    return {"pairs": pairs, **{k: c[k] for k in ("tp", "fp", "fn", "tn")},
-            "agreement": (c["tp"] + c["tn"]) / pairs if pairs else None,
-            "true_positive_rate": c["tp"] / pos if pos else None,
-            "false_positive_rate": c["fp"] / neg if neg else None}  # fmt: skip
+    return {
+        "pairs": pairs,
+        **{k: c[k] for k in ("tp", "fp", "fn", "tn")},
+        "agreement": (c["tp"] + c["tn"]) / pairs if pairs else None,
+        "true_positive_rate": c["tp"] / pos if pos else None,
+        "false_positive_rate": c["fp"] / neg if neg else None,
+    }
 
 
 def eb_summary(pool: Path, mixture: dict[str, list[dict]]) -> dict:
@@ -93,24 +96,30 @@ def _pct(x: float | None) -> str:
 def eb_markdown(e: dict) -> list[str]:
     a = e["agreement"]
     lines = [
-        "## Execution-based tests written without the answer", "",
+        "## Execution-based tests written without the answer",
+        "",
         f"Reproduction tests kept per task (written from the statement and the base repository, "
         f"kept when they print 'Issue reproduced' at the base commit): {e['kept_per_task']} "
         f"(tests kept: tasks), mean {e['kept_mean'] if e['kept_mean'] is None else round(e['kept_mean'], 2)}; "
         f"{e['tasks_with_a_kept_test']} of {e['tasks']} tasks keep one; {e['not_applicable_tasks']} "
-        "tasks offered the writer nothing to write from.", "",
+        "tasks offered the writer nothing to write from.",
+        "",
         f"A kept test agrees with the hidden tests on {_pct(a['agreement'])} of {a['pairs']} "
         f"(candidate, test) pairs: it says resolved on {_pct(a['true_positive_rate'])} of "
         f"resolved candidates and on {_pct(a['false_positive_rate'])} of unresolved ones "
-        f"({e['how']}).", "",
+        f"({e['how']}).",
+        "",
         "| kind | pairs | agreement | says resolved when resolved | says resolved when not | "
-        "regression: base-passing tests kept |", "|---|---|---|---|---|---|",
-    ]  # fmt: skip
+        "regression: base-passing tests kept |",
+        "|---|---|---|---|---|---|",
+    ]
     kinds = sorted(set(e["agreement_by_kind"]) | set(e["regression_kept_share_by_kind"]))
     for k in kinds:
         r = e["agreement_by_kind"].get(k, {"pairs": 0})
         share = e["regression_kept_share_by_kind"].get(k)
-        lines.append(f"| {k} | {r['pairs']} | {_pct(r.get('agreement'))} | "
-                     f"{_pct(r.get('true_positive_rate'))} | {_pct(r.get('false_positive_rate'))} "
-                     f"| {_pct(share)} |")  # fmt: skip
+        lines.append(
+            f"| {k} | {r['pairs']} | {_pct(r.get('agreement'))} | "
+            f"{_pct(r.get('true_positive_rate'))} | {_pct(r.get('false_positive_rate'))} "
+            f"| {_pct(share)} |"
+        )
     return lines + [""]

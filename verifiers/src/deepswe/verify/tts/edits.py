@@ -74,9 +74,19 @@ def hunks(patch: str) -> list[Hunk]:
                 if not line.is_removed:
                     new.append(line.value)
                 prev = line
-            out.append(Hunk(f.path, h.source_start, h.target_start, tuple(old), tuple(new),
-                            tuple(removed), tuple(added), anchor or h.source_start,
-                            new_anchor or h.target_start))  # fmt: skip
+            out.append(
+                Hunk(
+                    f.path,
+                    h.source_start,
+                    h.target_start,
+                    tuple(old),
+                    tuple(new),
+                    tuple(removed),
+                    tuple(added),
+                    anchor or h.source_start,
+                    new_anchor or h.target_start,
+                )
+            )
     return out
 
 
@@ -84,8 +94,9 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def _replace(lines: list[str], old: tuple[str, ...], new: tuple[str, ...], hint: int,
-             where: str) -> list[str]:  # fmt: skip
+def _replace(
+    lines: list[str], old: tuple[str, ...], new: tuple[str, ...], hint: int, where: str
+) -> list[str]:
     """`lines` with the block `old` replaced by `new`: at `hint` (0-based) if it is there, else
     at its one occurrence; EditError when it is nowhere or in several places."""
     n = len(old)

@@ -38,8 +38,13 @@ def grade_once(task: Task, patch: str, cfg: EvalConfig) -> tuple[Trajectory | No
     reason = ""
     for attempt in range(1, cfg.infra_retries + 2):
         try:
-            traj = run_task(with_grading_rules(task, cfg), SubmittedPatch(patch, POLICY), limits=cfg.episode,
-                            backend=cfg.sandbox_backend, sandbox_limits=cfg.sandbox)  # fmt: skip
+            traj = run_task(
+                with_grading_rules(task, cfg),
+                SubmittedPatch(patch, POLICY),
+                limits=cfg.episode,
+                backend=cfg.sandbox_backend,
+                sandbox_limits=cfg.sandbox,
+            )
         except INFRA_EXCEPTIONS as exc:
             reason = f"harness: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
             continue
@@ -49,21 +54,32 @@ def grade_once(task: Task, patch: str, cfg: EvalConfig) -> tuple[Trajectory | No
     return None, cfg.infra_retries + 1, reason
 
 
-def _record(task: Task, run: int, traj: Trajectory | None, attempts: int, reason: str,
-            started: float) -> EpisodeRecord:  # fmt: skip
+def _record(
+    task: Task, run: int, traj: Trajectory | None, attempts: int, reason: str, started: float
+) -> EpisodeRecord:
     graded = traj is not None
     return EpisodeRecord(
-        instance_id=task.instance_id, run=run, repo=task.repo,
+        instance_id=task.instance_id,
+        run=run,
+        repo=task.repo,
         status=EpisodeStatus.GRADED if graded else EpisodeStatus.INFRA_ERROR,
-        outcome=traj.outcome if graded else Outcome.INFRA_ERROR, attempts=attempts,
-        reason=reason[-4000:], started_at=started, finished_at=time.time(), trajectory=traj,
-    )  # fmt: skip
+        outcome=traj.outcome if graded else Outcome.INFRA_ERROR,
+        attempts=attempts,
+        reason=reason[-4000:],
+        started_at=started,
+        finished_at=time.time(),
+        trajectory=traj,
+    )
 
 
 def grade_plan(
-    plan: dict[str, list[Planned]], tasks: dict[str, Task], cfg: EvalConfig, folder: Path,
-    workers: int, log: Callable[[str], None] = print,
-) -> Counter:  # fmt: skip
+    plan: dict[str, list[Planned]],
+    tasks: dict[str, Task],
+    cfg: EvalConfig,
+    folder: Path,
+    workers: int,
+    log: Callable[[str], None] = print,
+) -> Counter:
     """Grade every planned candidate not yet stored in `folder`; counts of outcomes stored now."""
     store = RunStore(folder)
     store.clean()
@@ -91,6 +107,8 @@ def grade_plan(
         for n, fut in enumerate(as_completed(futures), 1):
             counts[fut.result()] += len(groups[futures[fut]])
             if n % 10 == 0 or n == total:
-                log(f"tts candidates: graded {n}/{total} distinct patches "
-                    f"({time.monotonic() - t0:.0f}s): {dict(counts)}")  # fmt: skip
+                log(
+                    f"tts candidates: graded {n}/{total} distinct patches "
+                    f"({time.monotonic() - t0:.0f}s): {dict(counts)}"
+                )
     return counts

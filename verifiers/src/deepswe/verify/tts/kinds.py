@@ -104,8 +104,15 @@ def _round_robin(sites: list[Mutation], rng: random.Random) -> list[Mutation]:
 class TaskEdits:
     """A task's gold patch over its files at the base commit, and the kinds made from them."""
 
-    def __init__(self, instance_id: str, gold: str, read: Callable[[str], str], seed: int = 0,
-                 function: str = "", operator: str = "") -> None:  # fmt: skip
+    def __init__(
+        self,
+        instance_id: str,
+        gold: str,
+        read: Callable[[str], str],
+        seed: int = 0,
+        function: str = "",
+        operator: str = "",
+    ) -> None:
         """`read(path)`: a file's text at the base commit."""
         self.id, self.gold, self.seed, self.read = instance_id, gold, seed, read
         self.hunks = hunks(gold)
@@ -126,8 +133,11 @@ class TaskEdits:
 
     def fresh(self, texts: dict[str, str]) -> bool:
         """Neither the base nor the fix, and every Python file parses."""
-        return (texts != self.base and texts != self.fixed
-                and all(parses(p, t) for p, t in texts.items() if t != self.base[p]))  # fmt: skip
+        return (
+            texts != self.base
+            and texts != self.fixed
+            and all(parses(p, t) for p, t in texts.items() if t != self.base[p])
+        )
 
     # --- the kinds ------------------------------------------------------------------------
     def right(self) -> Iterator[Made]:
@@ -149,8 +159,9 @@ class TaskEdits:
             except EditError:
                 continue
             if self.fresh(texts):
-                yield self.made("partial", texts, f"part {k + 1} of {len(parts)} of the gold's "
-                                "changes", None)  # fmt: skip
+                yield self.made(
+                    "partial", texts, f"part {k + 1} of {len(parts)} of the gold's changes", None
+                )
 
     def misedit(self) -> Iterator[Made]:
         seen: set[str] = set()
@@ -165,8 +176,12 @@ class TaskEdits:
                 texts = {**self.fixed, path: m.apply(data).decode("utf-8", "surrogateescape")}
                 if self.fresh(texts) and texts[path] not in seen:
                     seen.add(texts[path])
-                    yield self.made("misedit", texts, f"the fix, then {m.kind} at "
-                                    f"{path}:{m.line} ({m.function})", None)  # fmt: skip
+                    yield self.made(
+                        "misedit",
+                        texts,
+                        f"the fix, then {m.kind} at {path}:{m.line} ({m.function})",
+                        None,
+                    )
 
     def wrong_place(self) -> Iterator[Made]:
         seen: set[str] = set()
@@ -178,23 +193,38 @@ class TaskEdits:
             nearby = partial(_nearby, data=data, near=near, function=self.function, anchor=anchor)
             sites = mutation_sites_where(path, data, nearby)
             self.rng("wrong_place").shuffle(sites)
-            sites.sort(key=lambda m: (m.function != self.function, m.kind != self.operator,
-                                      abs(m.line - anchor)))  # fmt: skip
+            sites.sort(
+                key=lambda m: (
+                    m.function != self.function,
+                    m.kind != self.operator,
+                    abs(m.line - anchor),
+                )
+            )
             for m in sites:
                 texts = {**self.base, path: m.apply(data).decode("utf-8", "surrogateescape")}
                 if self.fresh(texts) and texts[path] not in seen:
                     seen.add(texts[path])
-                    yield self.made("wrong_place", texts, f"{m.kind} at {path}:{m.line} "
-                                    f"({m.function}), the bug left", False)  # fmt: skip
+                    yield self.made(
+                        "wrong_place",
+                        texts,
+                        f"{m.kind} at {path}:{m.line} ({m.function}), the bug left",
+                        False,
+                    )
 
     def regression(self, partners: Sequence[Partner]) -> Iterator[Made]:
-        ours = {(h.path, n) for h in self.hunks for n in range(h.target_start,
-                                                               h.target_start + len(h.new))}  # fmt: skip
+        ours = {
+            (h.path, n)
+            for h in self.hunks
+            for n in range(h.target_start, h.target_start + len(h.new))
+        }
         order = list(partners)
         self.rng("regression").shuffle(order)
         for p in order:
-            theirs = {(h.path, n) for h in p.gold_hunks
-                      for n in range(h.target_start, h.target_start + len(h.new))}  # fmt: skip
+            theirs = {
+                (h.path, n)
+                for h in p.gold_hunks
+                for n in range(h.target_start, h.target_start + len(h.new))
+            }
             if ours & theirs:
                 continue
             self.load({h.path for h in p.gold_hunks})
@@ -203,8 +233,12 @@ class TaskEdits:
             except EditError:
                 continue
             if self.fresh(texts):
-                yield self.made("regression", texts, f"the gold patch and {p.instance_id}'s bug, "
-                                "which our passing tests catch", False)  # fmt: skip
+                yield self.made(
+                    "regression",
+                    texts,
+                    f"the gold patch and {p.instance_id}'s bug, which our passing tests catch",
+                    False,
+                )
 
     def comment(self) -> Iterator[Made]:
         h = self.hunks[0]
@@ -223,8 +257,12 @@ class TaskEdits:
                 new[at] = anchor.rstrip("\n").rstrip() + f"  # {note}\n"
             text = "".join(new)
             if text != self.base[h.path] and _same_code(h.path, self.base[h.path], text):
-                yield self.made("comment", {**self.base, h.path: text},
-                                f"a comment at {h.path}:{at + 1}, the bug kept", False)  # fmt: skip
+                yield self.made(
+                    "comment",
+                    {**self.base, h.path: text},
+                    f"a comment at {h.path}:{at + 1}, the bug kept",
+                    False,
+                )
 
     def variants(self, kind: str, limit: int, partners: Sequence[Partner] = ()) -> list[Made]:
         """Up to `limit` distinct variants of `kind` (fewer when the task offers fewer); right

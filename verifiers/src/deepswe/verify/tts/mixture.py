@@ -40,11 +40,23 @@ def pick_tasks(tasks: Sequence[Task], pick: TaskPick) -> list[Task]:
     return out
 
 
-def slot(kind: str, source: Path, source_run: int, planned: str = "", detail: str = "",
-         expect: bool | None = None) -> dict:  # fmt: skip
+def slot(
+    kind: str,
+    source: Path,
+    source_run: int,
+    planned: str = "",
+    detail: str = "",
+    expect: bool | None = None,
+) -> dict:
     """One candidate of a task before merging: where its episode record is and what it is."""
-    return {"kind": kind, "planned": planned or kind, "detail": detail, "expect": expect,
-            "source": str(source), "source_run": source_run}  # fmt: skip
+    return {
+        "kind": kind,
+        "planned": planned or kind,
+        "detail": detail,
+        "expect": expect,
+        "source": str(source),
+        "source_run": source_run,
+    }
 
 
 def shuffled(instance_id: str, slots: list[dict], seed: int) -> list[dict]:

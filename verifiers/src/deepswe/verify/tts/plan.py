@@ -55,9 +55,11 @@ def base_reader(task: Task) -> Callable[[str], str]:
     env = task.environment
     source = Path(env.source) if env is not None else None
     if source is None or not (source / ".git").exists() and not (source / "HEAD").exists():
-        raise PlanError(f"{task.instance_id}: scripted candidates need the repository at the "
-                        "base commit (environment.source, a local git repository; swe-mini: "
-                        "`deepswe-data swe-mini fetch`)")  # fmt: skip
+        raise PlanError(
+            f"{task.instance_id}: scripted candidates need the repository at the "
+            "base commit (environment.source, a local git repository; swe-mini: "
+            "`deepswe-data swe-mini fetch`)"
+        )
 
     def read(path: str) -> str:
         try:
@@ -92,8 +94,14 @@ def plan_task(task: Task, counts: dict[str, int], pool: Sequence[Task], seed: in
         raise PlanError(f"{task.instance_id}: scripted candidates need a gold patch")
     meta = task.metadata
     try:
-        edits = TaskEdits(task.instance_id, task.gold_patch, base_reader(task), seed,
-                          meta.get("function", ""), meta.get("mutation", ""))  # fmt: skip
+        edits = TaskEdits(
+            task.instance_id,
+            task.gold_patch,
+            base_reader(task),
+            seed,
+            meta.get("function", ""),
+            meta.get("mutation", ""),
+        )
     except EditError as exc:
         raise PlanError(
             f"{task.instance_id}: the gold patch does not fit the base: {exc}"
@@ -109,20 +117,27 @@ def plan_task(task: Task, counts: dict[str, int], pool: Sequence[Task], seed: in
             short += [kind] * (n - len(got))
     short += ["hard"] * counts.get("hard", 0)
     chosen += substitutes(edits, short, chosen, partners, seed)
-    return [Planned(run=k, kind=m.kind, planned=p, detail=m.detail, expect=m.expect,
-                    patch=m.patch) for k, (m, p) in enumerate(chosen)]  # fmt: skip
+    return [
+        Planned(run=k, kind=m.kind, planned=p, detail=m.detail, expect=m.expect, patch=m.patch)
+        for k, (m, p) in enumerate(chosen)
+    ]
 
 
 def substitutes(
-    edits: TaskEdits, short: list[str], chosen: list[tuple[Made, str]],
-    partners: Sequence[Partner], seed: int,
-) -> list[tuple[Made, str]]:  # fmt: skip
+    edits: TaskEdits,
+    short: list[str],
+    chosen: list[tuple[Made, str]],
+    partners: Sequence[Partner],
+    seed: int,
+) -> list[tuple[Made, str]]:
     """(variant, the kind it stands in for) for each of `short`: HARD kinds in turn from a
     seeded place, variants not already chosen, then comments."""
     used = {m.patch for m, _ in chosen}
     left = len(short)
-    pools = {k: [m for m in edits.variants(k, left + len(used), partners) if m.patch not in used]
-             for k in (*HARD, "comment")}  # fmt: skip
+    pools = {
+        k: [m for m in edits.variants(k, left + len(used), partners) if m.patch not in used]
+        for k in (*HARD, "comment")
+    }
     start = random.Random(f"{seed}:{edits.id}:substitutes").randrange(len(HARD))
     turn = [HARD[(start + i) % len(HARD)] for i in range(len(HARD))]
     out: list[tuple[Made, str]] = []
@@ -141,9 +156,13 @@ def substitutes(
 
 
 def make_plan(
-    tasks: Sequence[Task], counts: dict[str, int], pool: Sequence[Task], seed: int, path: Path,
+    tasks: Sequence[Task],
+    counts: dict[str, int],
+    pool: Sequence[Task],
+    seed: int,
+    path: Path,
     log: Callable[[str], None] = print,
-) -> dict[str, list[Planned]]:  # fmt: skip
+) -> dict[str, list[Planned]]:
     """Every task's plan, read from `path` when it is there (a resume makes nothing again),
     else made and written there."""
     if path.is_file():
@@ -154,6 +173,8 @@ def make_plan(
         path, {i: [p.model_dump(mode="json") for p in rows] for i, rows in plan.items()}
     )
     subs = sum(p.kind != p.planned for rows in plan.values() for p in rows)
-    log(f"tts candidates: {sum(map(len, plan.values()))} scripted candidates planned for "
-        f"{len(plan)} tasks ({subs} substitutes), {path}")  # fmt: skip
+    log(
+        f"tts candidates: {sum(map(len, plan.values()))} scripted candidates planned for "
+        f"{len(plan)} tasks ({subs} substitutes), {path}"
+    )
     return plan

@@ -68,19 +68,41 @@ def projects(dataset_tasks: list[str]) -> list[str]:
 def judge_facts(out: Path, cfg: TTSConfig, mixtures: dict) -> dict:
     test_p = projects(mixtures.get("test", {}).get("tasks", []))
     train_p = projects(mixtures.get("train", {}).get("tasks", []))
-    split = {"test_projects": test_p, "train_projects": train_p,
-             "disjoint": not set(test_p) & set(train_p)}  # fmt: skip
+    split = {
+        "test_projects": test_p,
+        "train_projects": train_p,
+        "disjoint": not set(test_p) & set(train_p),
+    }
     if cfg.judge.base_url:
         return {"served": cfg.judge.base_url, "model": cfg.judge.model, **split}
     folder = out / "judge" / "model"
-    metrics = json.loads((folder / "metrics.json").read_text()) if (folder / "metrics.json").is_file() else {}  # fmt: skip
+    metrics = (
+        json.loads((folder / "metrics.json").read_text())
+        if (folder / "metrics.json").is_file()
+        else {}
+    )
     import yaml
 
-    trained = yaml.safe_load((folder / "config.yaml").read_text()) if (folder / "config.yaml").is_file() else {}  # fmt: skip
-    keep = ("heldout_loss_before", "heldout_loss_after", "train_loss", "steps", "train_rows",
-            "heldout_rows", "heldout_tasks")  # fmt: skip
-    return {"base_model": trained.get("model"), "config": cfg.judge.config,
-            **{k: metrics.get(k) for k in keep}, **split}  # fmt: skip
+    trained = (
+        yaml.safe_load((folder / "config.yaml").read_text())
+        if (folder / "config.yaml").is_file()
+        else {}
+    )
+    keep = (
+        "heldout_loss_before",
+        "heldout_loss_after",
+        "train_loss",
+        "steps",
+        "train_rows",
+        "heldout_rows",
+        "heldout_tasks",
+    )
+    return {
+        "base_model": trained.get("model"),
+        "config": cfg.judge.config,
+        **{k: metrics.get(k) for k in keep},
+        **split,
+    }
 
 
 def write_tts_report(
@@ -89,8 +111,14 @@ def write_tts_report(
     """report.build_report over out/pool-test, then the tts facts into report.json/report.md."""
     pool = out / "pool-test"
     pools = load_run_pools(pool)
-    report = build_report(pools, out, source=f"tts:{pool}", bootstrap=cfg.auc_bootstrap,
-                          seed=cfg.seed, model_name=f"deepswe-verify-tts-{profile.stem}")  # fmt: skip
+    report = build_report(
+        pools,
+        out,
+        source=f"tts:{pool}",
+        bootstrap=cfg.auc_bootstrap,
+        seed=cfg.seed,
+        model_name=f"deepswe-verify-tts-{profile.stem}",
+    )
     mixtures = {s: mixture_summary(out, s, cfg.seed) for s in splits}
     test_mixture = read_mixture(pool)
     report["tts"] = {
@@ -118,18 +146,25 @@ def composition_markdown(t: dict) -> list[str]:
     lines = ["## The pool", ""]
     for split, m in t["mixture"].items():
         lines += [f"{split}: {len(m['tasks'])} tasks. {m['numbering']}.", ""]
-        lines += ["| kind | candidates | resolved | substitutes | graded as predicted |",
-                  "|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "| kind | candidates | resolved | substitutes | graded as predicted |",
+            "|---|---|---|---|---|",
+        ]
         for kind, c in m["per_kind"].items():
             subs = ", ".join(f"{n} {k}" for k, n in c.items() if k.startswith("in place of"))
             pred = f"{c.get('as predicted', 0)}/{c['predicted']}" if c.get("predicted") else "-"
-            lines.append(f"| {kind} | {c['candidates']} | {c.get('resolved', 0)} | {subs or '-'} "
-                         f"| {pred} |")  # fmt: skip
+            lines.append(
+                f"| {kind} | {c['candidates']} | {c.get('resolved', 0)} | {subs or '-'} | {pred} |"
+            )
         lines.append("")
     by_kind = t["scores_by_kind"]
     if by_kind:
-        lines += ["Mean score by kind (test pool):", "",
-                  "| kind | " + " | ".join(SCORES) + " |", "|---|" + "---|" * len(SCORES)]  # fmt: skip
+        lines += [
+            "Mean score by kind (test pool):",
+            "",
+            "| kind | " + " | ".join(SCORES) + " |",
+            "|---|" + "---|" * len(SCORES),
+        ]
         for kind, d in by_kind.items():
             lines.append(f"| {kind} | " + " | ".join(_f(d.get(n), 2) for n in SCORES) + " |")
         lines.append("")
@@ -137,8 +172,13 @@ def composition_markdown(t: dict) -> list[str]:
 
 
 def tts_markdown(t: dict) -> str:
-    lines = ["", "## Test-time scaling run (`deepswe-verify tts`)", "", f"Profile `{t['profile']}`.",
-             ""]  # fmt: skip
+    lines = [
+        "",
+        "## Test-time scaling run (`deepswe-verify tts`)",
+        "",
+        f"Profile `{t['profile']}`.",
+        "",
+    ]
     lines += composition_markdown(t)
     j = t["judge"]
     lines += ["## The judge", ""]
@@ -150,9 +190,11 @@ def tts_markdown(t: dict) -> str:
             f"{j.get('steps')} steps); held-out loss {_f(j.get('heldout_loss_before'))} -> "
             f"{_f(j.get('heldout_loss_after'))} nats/token"
         )
-    lines.append(f"- trained on {', '.join(j['train_projects']) or 'nothing'}; tested on "
-                 f"{', '.join(j['test_projects'])}: projects "
-                 f"{'disjoint' if j['disjoint'] else 'SHARED'}")  # fmt: skip
+    lines.append(
+        f"- trained on {', '.join(j['train_projects']) or 'nothing'}; tested on "
+        f"{', '.join(j['test_projects'])}: projects "
+        f"{'disjoint' if j['disjoint'] else 'SHARED'}"
+    )
     lines += [""] + eb_markdown(t["eb"])
     lines.append(f"- reproduction tests: {t['eb_writer']}")
     for note in t["notes"]:

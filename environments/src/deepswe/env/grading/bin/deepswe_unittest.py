@@ -114,8 +114,11 @@ def _canary_case(suite, graded, seed):
     cls_name = cls_name[0].upper() + cls_name[1:]
     path = getattr(module, "__file__", None) or "<unknown>"
     roles, body = {}, {}
-    for role, stmt in (("pass", "pass"), ("fail", "raise AssertionError('0 != 1')"),
-                       ("error", "raise KeyError('value')")):  # fmt: skip
+    for role, stmt in (
+        ("pass", "pass"),
+        ("fail", "raise AssertionError('0 != 1')"),
+        ("error", "raise KeyError('value')"),
+    ):
         name = fresh("test_")
         ns = {}
         exec(compile("def %s(self):\n    %s\n" % (name, stmt), path, "exec"), ns)

@@ -130,20 +130,26 @@ class MegatronBackend:
                 "backend.optim.frozen: only the hf backend freezes parameters so far"
             )
         self.optimizer = MainWeightsAdamW(
-            list(self.gpt.named_parameters()), o, shard=self.opts.distributed_optimizer,
+            list(self.gpt.named_parameters()),
+            o,
+            shard=self.opts.distributed_optimizer,
             dp=dp_info(),
-        )  # fmt: skip
+        )
 
     @classmethod
     def from_config(cls, cfg: Any) -> MegatronBackend:
         """From a TrainConfig (backend.parallel, when the config has it, else TP = PP = CP = 1;
         DP is what remains of the world: its size / (TP x CP))."""
         return cls(
-            cfg.model.path, optim=cfg.backend.optim, algo=cfg.algo,
-            temperature=cfg.rollout.temperature, dtype=cfg.model.dtype,
+            cfg.model.path,
+            optim=cfg.backend.optim,
+            algo=cfg.algo,
+            temperature=cfg.rollout.temperature,
+            dtype=cfg.model.dtype,
             parallel=getattr(cfg.backend, "parallel", None),
-            options=getattr(cfg.backend, "megatron", None), device=cfg.model.device,
-        )  # fmt: skip
+            options=getattr(cfg.backend, "megatron", None),
+            device=cfg.model.device,
+        )
 
     # -- weights ---------------------------------------------------------------------------------
     def load_hf_state(self, hf_sd: dict[str, torch.Tensor]) -> None:
@@ -248,9 +254,14 @@ class MegatronBackend:
         loss, clip, kl, ent = (float(x) for x in sums)
         denom = max(n_tok, 1)  # the metrics are token means over the loss mask
         return StepStats(
-            loss=loss, grad_norm=norm, skipped=skipped, clipfrac=clip / denom,
-            approx_kl=kl / denom, entropy=ent / denom, trained_tokens=n_tok,
-        )  # fmt: skip
+            loss=loss,
+            grad_norm=norm,
+            skipped=skipped,
+            clipfrac=clip / denom,
+            approx_kl=kl / denom,
+            entropy=ent / denom,
+            trained_tokens=n_tok,
+        )
 
     def _micro_step(self, batch: UpdateBatch, rows: slice) -> torch.Tensor:
         """Forward + backward of `rows`; returns their metric sums [4] float64."""
@@ -259,16 +270,29 @@ class MegatronBackend:
         mask = cut(batch.loss_mask)
         lp, ent = self._logprobs(cut(rb.input_ids), cut(rb.attention_mask), True)
         loss, m = ppo_clip_loss(
-            lp, cut(rb.old_logprobs), cut(batch.advantages), mask, a.eps_low, a.eps_high,
-            a.loss_agg, a.loss_constant, batch.denominator,
-        )  # fmt: skip
+            lp,
+            cut(rb.old_logprobs),
+            cut(batch.advantages),
+            mask,
+            a.eps_low,
+            a.eps_high,
+            a.loss_agg,
+            a.loss_constant,
+            batch.denominator,
+        )
         loss.backward()
         k = float(mask.sum().item())  # metrics are token means: weight by tokens
         assert ent is not None
         return torch.tensor(
-            [float(loss.detach()), float(m.clipfrac) * k, float(m.approx_kl) * k,
-             float((ent * mask).sum())], dtype=torch.float64, device=self.device,
-        )  # fmt: skip
+            [
+                float(loss.detach()),
+                float(m.clipfrac) * k,
+                float(m.approx_kl) * k,
+                float((ent * mask).sum()),
+            ],
+            dtype=torch.float64,
+            device=self.device,
+        )
 
     def _finalize_and_clip(self, grads: list[torch.Tensor | None]) -> float:
         """Sum TP-partial gradients, then clip `grads` (fp32, in parameter order) in place by the
@@ -322,8 +346,11 @@ class MegatronBackend:
             self.hf_config.save_pretrained(out)
             if self.dims.tied:  # shared tensor: HF writes it once, under the embedding's name
                 hf_sd = {k: v for k, v in hf_sd.items() if k != "lm_head.weight"}
-            save_file({k: v.contiguous().cpu() for k, v in hf_sd.items()},
-                      out / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
+            save_file(
+                {k: v.contiguous().cpu() for k, v in hf_sd.items()},
+                out / "model.safetensors",
+                metadata={"format": "pt"},
+            )
             for name in _COPIED:
                 if (self.model_path / name).exists():
                     shutil.copy(self.model_path / name, out / name)

@@ -133,8 +133,10 @@ def load(backend: Any, directory: Path) -> dict[str, Any]:
     mesh_sd = _state(backend, _mesh(tp_info()[2]), targets)  # loaded in place
     missing = [k for k in mesh_sd if k.startswith("model.") and k not in stored]
     if missing:
-        raise ValueError(f"{directory}: {len(missing)} of this model's weights are not in the "
-                         f"checkpoint (first: {missing[0][6:]!r}): another model's?")  # fmt: skip
+        raise ValueError(
+            f"{directory}: {len(missing)} of this model's weights are not in the "
+            f"checkpoint (first: {missing[0][6:]!r}): another model's?"
+        )
     mesh_sd = {k: v for k, v in mesh_sd.items() if k in stored}
     dcp.load(mesh_sd, checkpoint_id=directory / "dist")
     has = lambda key: key in stored or key + ".gate" in stored  # noqa: E731

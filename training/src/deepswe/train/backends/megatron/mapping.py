@@ -49,9 +49,12 @@ class Dims:
     def from_hf_config(cls, c) -> Dims:  # c: transformers.Qwen3Config
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         return cls(
-            c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, head_dim,
+            c.num_hidden_layers,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            head_dim,
             bool(c.tie_word_embeddings),
-        )  # fmt: skip
+        )
 
 
 def fuse_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: Dims) -> torch.Tensor:
@@ -133,8 +136,11 @@ def megatron_tensor_to_hf(name: str, t: torch.Tensor, d: Dims) -> list[tuple[str
     hf, rest = HF_LAYER.format(m.group(1)), name[m.end() :]
     if rest == "self_attention.linear_qkv.weight":
         q, k, v = split_qkv(t, d)
-        return [(hf + "self_attn.q_proj.weight", q), (hf + "self_attn.k_proj.weight", k),
-                (hf + "self_attn.v_proj.weight", v)]  # fmt: skip
+        return [
+            (hf + "self_attn.q_proj.weight", q),
+            (hf + "self_attn.k_proj.weight", k),
+            (hf + "self_attn.v_proj.weight", v),
+        ]
     if rest == "mlp.linear_fc1.weight":
         gate, up = t.chunk(2, dim=0)
         return [(hf + "mlp.gate_proj.weight", gate), (hf + "mlp.up_proj.weight", up)]

@@ -35,18 +35,21 @@ class MegatronOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     distributed_optimizer: bool = Field(
-        False, description="shard fp32 main weights and AdamW moments over DP ranks (ZeRO-1, "
+        False,
+        description="shard fp32 main weights and AdamW moments over DP ranks (ZeRO-1, "
         "optimizer.py); the reference's verl FSDP shards them too",
-    )  # fmt: skip
+    )
     sequence_parallel: bool = Field(
-        False, description="split layer inputs and norms over TP ranks along the sequence "
+        False,
+        description="split layer inputs and norms over TP ranks along the sequence "
         "(megatron sequence_parallel; CUDA only: its gathers allocate with torch.cuda; needs "
         "tensor_parallel > 1)",
-    )  # fmt: skip
+    )
     recompute: Literal["none", "full"] = Field(
-        "none", description="activation recomputation: full = each layer's activations are "
+        "none",
+        description="activation recomputation: full = each layer's activations are "
         "recomputed in the backward (megatron recompute_granularity=full, uniform, 1 layer)",
-    )  # fmt: skip
+    )
 
 
 def rope_theta(hf_config: Any) -> float:

@@ -63,9 +63,12 @@ class MainWeightsAdamW:
         self.main: dict[int, torch.Tensor] = {}
         self.refresh_main()
         self.adam = torch.optim.AdamW(
-            [self.main[i] for i in self.mine] or [torch.zeros(1)], lr=optim.lr,
-            betas=optim.betas, eps=optim.adam_eps, weight_decay=optim.weight_decay,
-        )  # fmt: skip
+            [self.main[i] for i in self.mine] or [torch.zeros(1)],
+            lr=optim.lr,
+            betas=optim.betas,
+            eps=optim.adam_eps,
+            weight_decay=optim.weight_decay,
+        )
         self._main_grad: dict[int, torch.Tensor] = {}
         if self.mixed:
             index = {id(p): i for i, p in enumerate(self.params)}
@@ -159,6 +162,10 @@ class MainWeightsAdamW:
     def state_bytes(self) -> int:
         """Bytes of main weights (mixed) and moments this rank holds: the sharding's saving."""
         main = sum(self.main[i].numel() * 4 for i in self.copies)
-        moments = sum(t.numel() * t.element_size() for st in self.adam.state.values()
-                      for k, t in st.items() if k in MOMENTS)  # fmt: skip
+        moments = sum(
+            t.numel() * t.element_size()
+            for st in self.adam.state.values()
+            for k, t in st.items()
+            if k in MOMENTS
+        )
         return main + moments

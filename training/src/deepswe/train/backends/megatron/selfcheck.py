@@ -49,7 +49,15 @@ def random_batch(vocab: int, seed: int = 0, rows: int = 3) -> UpdateBatch:
     mask[:, :4] = False
     noise = 1.0 * (torch.rand(rows, 12, generator=g) - 0.5) * mask
     rewards = torch.tensor([(1.0, 0.0, 0.0)[i % 3] for i in range(rows)])
-    rb = RolloutBatch(ids, attn, mask.long(), noise, rewards, torch.zeros(rows, dtype=torch.long), ["submitted"] * rows)  # fmt: skip
+    rb = RolloutBatch(
+        ids,
+        attn,
+        mask.long(),
+        noise,
+        rewards,
+        torch.zeros(rows, dtype=torch.long),
+        ["submitted"] * rows,
+    )
     baseline = rewards.mean() if rows > 1 else 0.5  # a lone row's own mean would zero it
     adv = (rewards - baseline)[:, None] * mask
     return UpdateBatch(rb, adv, mask, loss_denominator(mask, "seq-sum-constant", 4))
@@ -94,8 +102,11 @@ def _zero(build, vocab: int, rows: int, tmp: str) -> dict:
         b.train_step(u2)
         out[sharded] = (b.state_dict(), b.optimizer.state_bytes(), len(b.optimizer.mine))
     (w0, bytes0, n0), (w1, bytes1, n1) = out[False], out[True]
-    return {"equal": all(torch.equal(w0[k], w1[k]) for k in w0), "bytes": [bytes0, bytes1],
-            "owned": [n0, n1]}  # fmt: skip
+    return {
+        "equal": all(torch.equal(w0[k], w1[k]) for k in w0),
+        "bytes": [bytes0, bytes1],
+        "owned": [n0, n1],
+    }
 
 
 def _reshard_save(build, vocab: int, rows: int, tmp: str) -> dict:
@@ -149,12 +160,18 @@ def _resume(build, vocab: int, rows: int, tmp: str) -> dict:
     return {"equal": all(torch.equal(got[k], want[k]) for k in want), "rng": rng_restored}
 
 
-TASKS = {"step": _step, "resume": _resume, "zero": _zero, "reshard_save": _reshard_save,
-         "reshard_load": _reshard_load}  # fmt: skip
+TASKS = {
+    "step": _step,
+    "resume": _resume,
+    "zero": _zero,
+    "reshard_save": _reshard_save,
+    "reshard_load": _reshard_load,
+}
 
 
-def _rank(rank: int, task: str, model_dir: str, tp: int, world: int, rows: int, tmp: str,
-          sharded: bool) -> None:  # fmt: skip
+def _rank(
+    rank: int, task: str, model_dir: str, tp: int, world: int, rows: int, tmp: str, sharded: bool
+) -> None:
     from deepswe.train.backends.megatron import MegatronBackend
     from deepswe.train.backends.megatron.model import MegatronOptions, ParallelConfig
 
@@ -169,15 +186,26 @@ def _rank(rank: int, task: str, model_dir: str, tp: int, world: int, rows: int, 
     dist.destroy_process_group()
 
 
-def _spawn(task: str, model_dir: str | Path, tp: int, dp: int, rows: int, tmp: str,
-           timeout: float, sharded: bool = False) -> list[dict]:  # fmt: skip
+def _spawn(
+    task: str,
+    model_dir: str | Path,
+    tp: int,
+    dp: int,
+    rows: int,
+    tmp: str,
+    timeout: float,
+    sharded: bool = False,
+) -> list[dict]:
     """Run `task` on tp * dp processes; their results in rank order. TimeoutError (the
     processes killed) when they have not all finished within `timeout` seconds: a hang."""
     n = tp * dp
     ctx = mp.start_processes(
-        _rank, args=(task, str(model_dir), tp, n, rows, tmp, sharded), nprocs=n, join=False,
+        _rank,
+        args=(task, str(model_dir), tp, n, rows, tmp, sharded),
+        nprocs=n,
+        join=False,
         start_method="spawn",
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + timeout
     while not ctx.join(timeout=max(deadline - time.monotonic(), 0.0)):
         if time.monotonic() >= deadline:
@@ -190,13 +218,21 @@ def _spawn(task: str, model_dir: str | Path, tp: int, dp: int, rows: int, tmp: s
 def _same(a: dict, b: dict) -> bool:
     """Bit-identical results: DP ranks must not drift apart."""
     return (
-        torch.equal(a["lp"], b["lp"]) and a["loss"] == b["loss"] and a["norm"] == b["norm"]
+        torch.equal(a["lp"], b["lp"])
+        and a["loss"] == b["loss"]
+        and a["norm"] == b["norm"]
         and all(torch.equal(a["w"][k], b["w"][k]) for k in a["w"])
-    )  # fmt: skip
+    )
 
 
-def check(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
-          timeout: float = 600.0, sharded: bool = False) -> dict:  # fmt: skip
+def check(
+    model_dir: str | Path,
+    tp: int,
+    dp: int = 1,
+    rows: int = 3,
+    timeout: float = 600.0,
+    sharded: bool = False,
+) -> dict:
     from deepswe.train.backends.hf import HFBackend
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -222,8 +258,9 @@ def check(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
     }
 
 
-def check_zero(model_dir: str | Path, tp: int, dp: int, rows: int = 3,
-               timeout: float = 600.0) -> dict:  # fmt: skip
+def check_zero(
+    model_dir: str | Path, tp: int, dp: int, rows: int = 3, timeout: float = 600.0
+) -> dict:
     """The distributed optimizer against the unsharded one on the same TP x DP ranks."""
     with tempfile.TemporaryDirectory() as tmp:
         ranks = _spawn("zero", model_dir, tp, dp, rows, tmp, timeout)
@@ -248,8 +285,14 @@ def check_reshard(model_dir: str | Path, rows: int = 3, timeout: float = 600.0) 
     }
 
 
-def check_resume(model_dir: str | Path, tp: int, dp: int = 1, rows: int = 3,
-                 timeout: float = 600.0, sharded: bool = False) -> dict:  # fmt: skip
+def check_resume(
+    model_dir: str | Path,
+    tp: int,
+    dp: int = 1,
+    rows: int = 3,
+    timeout: float = 600.0,
+    sharded: bool = False,
+) -> dict:
     """Save after one step, load into fresh backends, step again: equal to two steps straight."""
     with tempfile.TemporaryDirectory() as tmp:
         ranks = _spawn("resume", model_dir, tp, dp, rows, tmp, timeout, sharded)
@@ -274,8 +317,9 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None, help="also write the JSON report here")
     a = p.parse_args()
     fn = check_resume if a.resume else check
-    report = json.dumps(fn(a.model_dir, a.tp, a.dp, a.rows, sharded=a.distributed_optimizer),
-                        indent=1)  # fmt: skip
+    report = json.dumps(
+        fn(a.model_dir, a.tp, a.dp, a.rows, sharded=a.distributed_optimizer), indent=1
+    )
     print(report)
     if a.out:
         a.out.write_text(report)
