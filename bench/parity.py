@@ -9,7 +9,7 @@ repaired) and, for rows installed with Python 3.7, 3.8 or 3.10, $DEEPSWE_HOST_PY
 rewards R2E-Gym recorded come from its run's collection_summary.json: --summary, else
 $DEEPSWE_R2E_SUMMARY, else one beside the trajectories, else the trajectory's own `reward`.
 
-For each trajectory: the row's image is built (deepswe.eval.r2e_env, as bench/r2e_gym.py does),
+For each trajectory: the row's image is built (deepswe.env.recipes.r2e_gym.environment, as bench/r2e_gym.py does),
 the recorded assistant messages are replayed (deepswe.env.policies.replay.ReplayPolicy) by
 deepswe.env.episode.run_task with max_steps = the recorded steps, prompt_variant "eval", no
 context limit and a generous wall time, then the patch is graded as usual. Step i's observation
@@ -111,9 +111,13 @@ def replay(path: Path, mirror: Path, out: Path, scaffold: str, grade: bool) -> d
     from deepswe.env.agent.parser import parse_action
     from deepswe.env.episode import run_task
     from deepswe.env.policies.replay import ReplayPolicy
+    from deepswe.env.recipes.r2e_gym.environment import (
+        R2EEnvError,
+        R2EUnsupported,
+        build_from_source,
+    )
     from deepswe.env.sandbox import SandboxLimits
     from deepswe.env.tools import TOOL_NAMES
-    from deepswe.eval.r2e_env import R2EEnvError, R2EUnsupported, build_from_source
 
     record = json.loads(path.read_text())
     recorded = record["trajectory_steps"]

@@ -20,7 +20,7 @@ only) behind a shallow boundary at 786eaf11e (the commit that replaced it), its 
 f2py research PDF of 2006 behind a shallow boundary at 8b48eb0bad, tags v1.0* dropped.
 
 For each row: the Python R2E-Gym's install kept (the row's setup log), the recipe mapped onto our
-images (deepswe.eval.r2e_env), the environment image built (timed: "env s"; 0 when an earlier row
+images (deepswe.env.recipes.r2e_gym.environment), the environment image built (timed: "env s"; 0 when an earlier row
 built it), then history and task layers ("task s"), the layers' sizes, then the gold patch and
 the empty patch graded in fresh sandboxes (deepswe.env.episode.grade_patch). Prints one table
 row per instance and writes results.json under --out. Baseline named for the ratio: R2E-Gym's
@@ -103,8 +103,12 @@ def build(task) -> dict:
 
 def one(task, mirror: Path, out: Path, build_only: bool) -> dict:
     from deepswe.env.episode import grade_patch
+    from deepswe.env.recipes.r2e_gym.environment import (
+        R2EEnvError,
+        R2EUnsupported,
+        build_from_source,
+    )
     from deepswe.env.sandbox import SandboxLimits
-    from deepswe.eval.r2e_env import R2EEnvError, R2EUnsupported, build_from_source
 
     res: dict = {"instance_id": task.instance_id, "repo": task.repo}
     res["python"] = task.metadata.get("r2e_setup_python", "?")

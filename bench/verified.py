@@ -9,7 +9,7 @@ gap in a row's own base tree fails that row). Rows whose
 spec names a Python the Debian images lack need $DEEPSWE_HOST_PYTHONS
 (deepswe/env/images/hostpython.py).
 
-For each row: translate swebench 4.1.0's spec (deepswe.eval.swebench_env), build the images
+For each row: translate swebench 4.1.0's spec (deepswe.env.recipes.swebench.environment), build the images
 (timed: "build s" includes the shared layers the first row of a spec builds), grade the gold
 patch and the empty patch in fresh sandboxes (timed), and grade both logs with swebench's
 get_eval_report too. Prints one table row per instance and writes results.json under --out.
@@ -116,8 +116,12 @@ def one(row: dict, mirror: Path, folder: Path) -> dict:
     from deepswe.env.episode import grade_patch
     from deepswe.env.images.sizes import layer_sizes
     from deepswe.env.images.task import ensure_env_image, ensure_task_image
+    from deepswe.env.recipes.swebench.environment import (
+        UnsupportedEnv,
+        build_from_source,
+        specs_for,
+    )
     from deepswe.env.sandbox import SandboxLimits
-    from deepswe.eval.swebench_env import UnsupportedEnv, build_from_source, specs_for
 
     task = swebench_row_to_task(row)
     res: dict = {"instance_id": task.instance_id, "repo": task.repo, "version": task.version}

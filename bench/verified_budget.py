@@ -26,7 +26,7 @@ def env_tag(row: dict, mirror: Path) -> str:
     foreseen, so two such environments may count as one)."""
     from deepswe.data.loaders.swebench import swebench_row_to_task
     from deepswe.env.images.task import env_image_tag
-    from deepswe.eval.swebench_env import build_from_source
+    from deepswe.env.recipes.swebench.environment import build_from_source
 
     task = build_from_source(swebench_row_to_task(row), mirror, probe=False)
     return env_image_tag(task.environment)
@@ -35,7 +35,7 @@ def env_tag(row: dict, mirror: Path) -> str:
 def eligible_rows(root: Path) -> list[dict]:
     """The rows of verified.jsonl that `deepswe-eval envs` calls eligible (with the mirror)."""
     from deepswe.data.loaders.swebench import swebench_row_to_task
-    from deepswe.eval.swebench_coverage import spec_rows
+    from deepswe.env.recipes.swebench.coverage import spec_rows
 
     rows = [json.loads(x) for x in (root / "verified.jsonl").read_text().splitlines()]
     tasks = [swebench_row_to_task(r) for r in rows]

@@ -16,7 +16,7 @@ from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, Te
 from deepswe.data.toy import commit_repo, git
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.images.grading_wheels import added_requirements, grading_requirements
-from deepswe.eval.swebench_env import reinstall_command
+from deepswe.env.recipes.swebench.environment import reinstall_command
 
 SETUP_CFG = "[metadata]\nname = calc\nversion = 0.1\n\n[options]\npackages = calc\n"
 OPS_BUG = "def add(a, b):\n    return a - b\n"

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from deepswe.data.loaders.r2e_gym import load_r2e_gym
+from deepswe.env.recipes.r2e_gym.coverage import coverage, markdown, summary
 from deepswe.eval.cli import app
-from deepswe.eval.r2e_coverage import coverage, markdown, summary
 
 FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.loaders.r2e_gym import load_r2e_gym
-from deepswe.eval.r2e_plan import plan_images
+from deepswe.env.recipes.r2e_gym.plan import plan_images
 
 FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 

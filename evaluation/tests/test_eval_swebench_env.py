@@ -11,16 +11,13 @@ import pytest
 
 from deepswe.data.loaders.swebench import swebench_row_to_task
 from deepswe.data.toy import commit_repo, git
-from deepswe.eval.config import EvalConfig
-from deepswe.eval.runner import run_all
-from deepswe.eval.store import EpisodeStatus, RunStore
-from deepswe.eval.swebench_env import (
+from deepswe.env.recipes.swebench.environment import (
     UnsupportedEnv,
     build_from_source,
     directives_of,
     prepare,
 )
-from deepswe.eval.swebench_install import (
+from deepswe.env.recipes.swebench.install import (
     CONDA_TOOLS_DEFAULT,
     SETUP_COMMIT,
     apt_and_commands,
@@ -28,6 +25,9 @@ from deepswe.eval.swebench_install import (
     has_c_sources,
     requirements_from_mirror,
 )
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.runner import run_all
+from deepswe.eval.store import EpisodeStatus, RunStore
 
 TEST_PATCH = (
     "diff --git a/tests/model_fields/test_decimal.py b/tests/model_fields/test_decimal.py\n"

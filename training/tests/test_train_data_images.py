@@ -26,8 +26,8 @@ def rows(monkeypatch):
 def test_training_stops_before_it_starts_naming_the_mirror(rows, tmp_path, capsys):
     """deepswe-train train's data check (the spine source's own planning)."""
     from deepswe.data.toy import write_tasks
-    from deepswe.train.preflight import data_problems
     from deepswe.train.config import load_config
+    from deepswe.train.preflight import data_problems
 
     path = write_tasks(rows, tmp_path / "rows.jsonl")
     cfg = load_config(CONFIGS / "deepswe-32b.yaml", [f"data.path={path}"])

@@ -198,13 +198,13 @@ def envs(
 
     tasks = load_dataset(dataset, None, None)
     if any(t.source is TaskSource.R2E_GYM for t in tasks):
-        from deepswe.eval import r2e_coverage
+        from deepswe.env.recipes.r2e_gym import coverage as r2e_coverage
 
         repos = r2e_coverage.coverage(tasks, repo_mirror)
         typer.echo(r2e_coverage.markdown(repos, repo_mirror is not None))
         typer.echo(json.dumps(r2e_coverage.summary(repos), indent=1))
         return
-    from deepswe.eval.swebench_coverage import markdown, spec_rows, summary
+    from deepswe.env.recipes.swebench.coverage import markdown, spec_rows, summary
 
     rows = spec_rows(tasks, repo_mirror, all_specs)
     if not rows:
@@ -221,7 +221,7 @@ def images(
 ) -> None:
     """Which images a run over these R2E-Gym rows will use: R2E-Gym's own when this engine has
     them, else built from source from --repo-mirror; exit 2 naming what is missing."""
-    from deepswe.eval.r2e_plan import plan_images
+    from deepswe.env.recipes.r2e_gym.plan import plan_images
 
     if r2e_env not in ("auto", "build", "image"):
         fail(f"--r2e-env {r2e_env!r}: want auto, build or image")

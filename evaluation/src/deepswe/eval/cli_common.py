@@ -82,7 +82,8 @@ def prepare_tasks(tasks, cfg):
     from --repo-mirror); returns (tasks, {instance_id: unsupported reason}). A task that can
     be neither (no image here, no mirror) exits 2 with one line, before any run folder."""
     from deepswe.env.grading.owned import strict_refusal
-    from deepswe.eval import r2e_env, swebench_env
+    from deepswe.env.recipes.r2e_gym import environment as r2e_env
+    from deepswe.env.recipes.swebench import environment as swebench_env
     from deepswe.eval.config import with_grading_rules
 
     mirror = Path(cfg.repo_mirror) if cfg.repo_mirror else None

@@ -66,7 +66,7 @@ class DataConfig(_Section):
     repo_mirror: str | None = Field(
         None,
         description="folder of git clones <owner>__<name>: R2E-Gym rows whose image this engine "
-        "lacks are built from source from it (deepswe.eval.r2e_env)",
+        "lacks are built from source from it (deepswe.env.recipes.r2e_gym.environment)",
     )
     r2e_env: Literal["auto", "build", "image"] = Field(
         "auto",

@@ -30,7 +30,7 @@ class ScoreError(RuntimeError):
 def run_tasks(run_root: Path, ids: set[str]) -> dict[str, Task]:
     """The tasks `ids` of the run's dataset, prepared as `deepswe-eval run` prepared them."""
     from deepswe.data.datasets import load_tasks
-    from deepswe.eval.swebench_env import needs_swebench_env, prepare_all
+    from deepswe.env.recipes.swebench.environment import needs_swebench_env, prepare_all
 
     card = run_root / "config.json"
     if not card.is_file():

@@ -20,7 +20,7 @@ def with_images(tasks: list[Task], data: Any) -> list[Task]:
     import sys
 
     from deepswe.data.task import TaskSource
-    from deepswe.eval.r2e_plan import plan_images
+    from deepswe.env.recipes.r2e_gym.plan import plan_images
 
     if not any(t.source is TaskSource.R2E_GYM for t in tasks):
         return tasks

@@ -193,7 +193,7 @@ def score_regression(
     """Regression verdicts for every candidate not yet done in `store`, saved as they finish.
 
     `tasks` maps instance_id -> Task with its test command filled in (SWE-bench tasks prepared
-    by deepswe.eval.swebench_env). Returns the verdicts written by this call.
+    by deepswe.env.recipes.swebench.environment). Returns the verdicts written by this call.
     """
     plan = plan or SandboxPlan()
     done = store.done(VERIFIER)

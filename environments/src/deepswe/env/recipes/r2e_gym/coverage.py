@@ -29,7 +29,7 @@ class RepoCoverage:
 
 def row_verdict(task: Task, mirror: Path | None) -> tuple[str | None, str | None]:
     """(Python X.Y or None, None when eligible else why not) for one R2E-Gym row."""
-    from deepswe.eval.r2e_env import (
+    from deepswe.env.recipes.r2e_gym.environment import (
         R2EEnvError,
         R2EUnsupported,
         attempt_for,
@@ -58,7 +58,7 @@ def _reason(message: str, instance_id: str) -> str:
 
 def coverage(tasks: list[Task], mirror: Path | None) -> list[RepoCoverage]:
     """One RepoCoverage per repository of the R2E-Gym rows among `tasks`, by name."""
-    from deepswe.eval.r2e_env import repo_name
+    from deepswe.env.recipes.r2e_gym.environment import repo_name
 
     out: dict[str, RepoCoverage] = defaultdict(lambda: RepoCoverage("", ""))
     for task in tasks:

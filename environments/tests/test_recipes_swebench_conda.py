@@ -12,20 +12,20 @@ from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
 from deepswe.data.loaders.swebench import swebench_row_to_task
 from deepswe.data.toy import git
-from deepswe.eval.swebench_conda import (
+from deepswe.env.recipes.swebench.conda import (
     from_conda_list,
     from_environment_yml,
     needs_left_out,
     pip_constraint,
     translate_package,
 )
-from deepswe.eval.swebench_coverage import spec_rows, summary
-from deepswe.eval.swebench_downloads import (
+from deepswe.env.recipes.swebench.coverage import spec_rows, summary
+from deepswe.env.recipes.swebench.downloads import (
     UnservedDownload,
     build_downloads,
     pre_install,
 )
-from deepswe.eval.swebench_install import one_script
+from deepswe.env.recipes.swebench.install import one_script
 
 SPECS = MAP_REPO_VERSION_TO_SPECS
 

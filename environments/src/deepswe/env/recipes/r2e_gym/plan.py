@@ -2,7 +2,7 @@
 
 Each row gets R2E-Gym's own image when this engine has it (`namanjain12/<repo>_final:<commit>`,
 loaded by hand: nothing here can pull it), else its environment built from source from the
-repository mirror (`deepswe.eval.r2e_env`); a row neither serves is missing (no image and no
+repository mirror (`deepswe.env.recipes.r2e_gym.environment`); a row neither serves is missing (no image and no
 mirror, no clone, the commit not in the clone) or unsupported (a Python the host lacks, a
 submodule a clone cannot hold). `deepswe-eval images` prints the plan and exits 2 while any row
 is missing; training's spine source plans its tasks the same way and stops on a missing row.
@@ -61,7 +61,12 @@ def plan_images(
     tasks: list[Task], *, mode: str, mirror: Path | None, image_exists=None
 ) -> ImagePlan:
     """Each task prepared for `mode` (auto | build | image, `EvalConfig.r2e_env`)."""
-    from deepswe.eval.r2e_env import R2EEnvError, R2EUnsupported, needs_r2e_env, prepare
+    from deepswe.env.recipes.r2e_gym.environment import (
+        R2EEnvError,
+        R2EUnsupported,
+        needs_r2e_env,
+        prepare,
+    )
 
     if image_exists is None:
         from deepswe.env.images.task import image_exists

@@ -63,14 +63,14 @@ def spec_rows(tasks: list[Task], mirror: Path | None, all_specs: bool = False) -
 
 
 def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | None) -> SpecRow:
-    from deepswe.eval.swebench_downloads import UnservedDownload, build_downloads
-    from deepswe.eval.swebench_env import (
+    from deepswe.env.recipes.swebench.downloads import UnservedDownload, build_downloads
+    from deepswe.env.recipes.swebench.environment import (
         BASE_FOR_PYTHON,
         interpreter_for,
         left_out_needed,
         mirror_path,
     )
-    from deepswe.eval.swebench_install import UnsupportedEnv, has_c_sources, pre_install
+    from deepswe.env.recipes.swebench.install import UnsupportedEnv, has_c_sources, pre_install
 
     python = str(specs.get("python"))
     verdict, interpreter = "eligible", "debian"

@@ -1,7 +1,7 @@
 """R2E-Gym rows on our registry-free images: a row's Task -> the Task with an EnvironmentSpec
 that `deepswe.env.images.task.ensure_task_image` builds offline, from the repository's clone.
 
-The recipe per repository is R2E-Gym's own (deepswe.eval.r2e_recipes names each file it
+The recipe per repository is R2E-Gym's own (deepswe.env.recipes.r2e_gym.recipes names each file it
 restates); this module maps one onto our stack:
 
 | R2E-Gym (Ubuntu 22.04, uv)                 | ours (EnvironmentSpec)                                 |
@@ -38,7 +38,8 @@ from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource
 from deepswe.env.images.submodules import missing as missing_submodules
-from deepswe.eval.r2e_recipes import (
+from deepswe.env.recipes import UnsupportedEnv
+from deepswe.env.recipes.r2e_gym.recipes import (
     EPISODE_PACKAGES,
     Attempt,
     MakefileRequirements,
@@ -47,12 +48,11 @@ from deepswe.eval.r2e_recipes import (
     Recipe,
     recipe_for,
 )
-from deepswe.eval.r2e_requirements import (
+from deepswe.env.recipes.r2e_gym.requirements import (
     RequirementsError,
     makefile_requirements,
     read_requirements,
 )
-from deepswe.eval.swebench_install import UnsupportedEnv
 
 DEBIAN_PYTHONS = {"3.9": "bullseye", "3.11": "bookworm"}
 HOST_PYTHON_BASE = "bookworm"  # the suite the host CPythons are built for (hostpython.py)

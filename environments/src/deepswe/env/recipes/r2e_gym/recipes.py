@@ -16,12 +16,12 @@ the ones it restates:
   task's own (data/loaders/r2e_gym.py) and is not restated here.
 
 Pure data (its types in r2e_recipe_types.py): nothing here reads a repository or builds
-anything (deepswe.eval.r2e_env does).
+anything (deepswe.env.recipes.r2e_gym.environment does).
 """
 
 from __future__ import annotations
 
-from deepswe.eval.r2e_recipe_types import (
+from deepswe.env.recipes.r2e_gym.recipe_types import (
     INDEX_DATE,
     Attempt,
     MakefileRequirements,

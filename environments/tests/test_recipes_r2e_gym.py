@@ -12,7 +12,7 @@ import pytest
 
 from deepswe.data.loaders.r2e_gym import R2E_REPO_OWNERS, load_r2e_gym, r2e_test_command
 from deepswe.data.toy import commit_repo, git
-from deepswe.eval.r2e_env import (
+from deepswe.env.recipes.r2e_gym.environment import (
     TOOLS,
     R2EEnvError,
     R2EUnsupported,
@@ -22,8 +22,8 @@ from deepswe.eval.r2e_env import (
     pip_steps,
     prepare,
 )
-from deepswe.eval.r2e_recipes import RECIPES, Attempt, Packages, RequirementsFile
-from deepswe.eval.r2e_requirements import makefile_requirements, read_requirements
+from deepswe.env.recipes.r2e_gym.recipes import RECIPES, Attempt, Packages, RequirementsFile
+from deepswe.env.recipes.r2e_gym.requirements import makefile_requirements, read_requirements
 
 FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 

@@ -34,8 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepswe.data.task import SourceFile, Task
-from deepswe.eval import swebench_downloads as downloads
-from deepswe.eval.swebench_conda import CondaTranslation, from_conda_list, from_environment_yml
+from deepswe.env.recipes import UnsupportedEnv
+from deepswe.env.recipes.swebench import downloads
+from deepswe.env.recipes.swebench.conda import (
+    CondaTranslation,
+    from_conda_list,
+    from_environment_yml,
+)
 
 # What `conda create python=X.Y` put beside the interpreter from the defaults channel when
 # swebench 4.1.0's images were built (late 2023 / 2024); swebench pins setuptools itself in
@@ -62,10 +67,6 @@ INLINE_COMMENT = re.compile(r"(^|\s)#.*$")
 APT_RECOMMENDS: dict[str, list[str]] = {"imagemagick": ["ghostscript"]}
 APT_INSTALL = re.compile(r"apt-get\s+install\s+(?P<args>[^;&|]+)")
 SETUP_COMMIT = "git -c user.name=deepswe -c user.email=deepswe@localhost commit --allow-empty -qam 'environment setup'"
-
-
-class UnsupportedEnv(Exception):
-    """No environment of ours serves this instance; the message says why."""
 
 
 class SwebenchEnvError(ValueError):

@@ -17,9 +17,9 @@ from pathlib import Path
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource, TestSpec
 from deepswe.env.images.grading_wheels import GRADING_WHEELS
 from deepswe.env.images.submodules import missing as missing_submodules
-from deepswe.eval.swebench_conda import needs_left_out
-from deepswe.eval.swebench_downloads import UnservedDownload, build_downloads
-from deepswe.eval.swebench_install import (
+from deepswe.env.recipes.swebench.conda import needs_left_out
+from deepswe.env.recipes.swebench.downloads import UnservedDownload, build_downloads
+from deepswe.env.recipes.swebench.install import (
     COMPILER,
     SETUP_COMMIT,
     SwebenchEnvError,

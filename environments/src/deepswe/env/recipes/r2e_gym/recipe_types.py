@@ -1,4 +1,4 @@
-"""The shapes of an R2E-Gym environment recipe (deepswe.eval.r2e_recipes holds the recipes):
+"""The shapes of an R2E-Gym environment recipe (deepswe.env.recipes.r2e_gym.recipes holds the recipes):
 an install script's pip steps, its attempts (one per Python it tries), and the recipe of one
 repository. Pure data."""
 
