@@ -10,11 +10,8 @@ gpu tests are deselected by `make test`; run directly without a GPU they skip wi
 from __future__ import annotations
 
 import functools
-import json
 import os
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -59,70 +56,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip(reason)
 
 
-class ModelsEndpoint(BaseHTTPRequestHandler):
-    """GET /v1/models as vLLM answers it (each model with its `root`), behind a bearer key:
-    401 for another key, 403 for the key `forbidden`, 404 off /v1/models. No chat: the tests
-    that use it check endpoints before the first request. It does not prove that vLLM answers
-    so; training/tests/test_train_vllm.py asks a real vLLM server."""
+class ModelsEndpoints:
+    """Starts FakeEndpoint servers listing models for one test; `key` is the key they take."""
 
     key = "sk-test-key"
-    models: list[dict] = []  # set per server by the `models_endpoint` fixture
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        auth = self.headers.get("Authorization", "")
-        if self.path != "/v1/models":
-            code, doc = 404, {"detail": "Not Found"}
-        elif auth == "Bearer forbidden":
-            code, doc = 403, {"error": {"message": "not for this key", "type": "forbidden"}}
-        elif auth != f"Bearer {self.key}":
-            code, doc = 401, {"error": {"message": "Unauthorized", "type": "auth"}}
-        else:
-            code, doc = 200, {"object": "list", "data": self.models}
-        data = json.dumps(doc).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class ModelsEndpoints:
-    """Starts ModelsEndpoint servers for one test; `key` is the key they take."""
-
-    key = ModelsEndpoint.key
 
     def __init__(self) -> None:
-        self.servers: list[ThreadingHTTPServer] = []
+        self.servers: list = []
 
     def serve(self, models: dict[str, str | None]) -> str:
         """A server listing `models` (id -> root); its base URL, http://127.0.0.1:PORT/v1."""
-        listed = [
-            {
-                "id": m,
-                "object": "model",
-                "created": 0,
-                "owned_by": "vllm",
-                "root": r,
-                "parent": None,
-            }
-            for m, r in models.items()
-        ]
-        handler = type("Handler", (ModelsEndpoint,), {"models": listed})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}/v1"
+        from deepswe.env.policies.fake_endpoint import FakeEndpoint
+
+        self.servers.append(FakeEndpoint(models=models, key=self.key))
+        return self.servers[-1].base_url
 
 
 @pytest.fixture
 def models_endpoint():
     """`models_endpoint.serve({"tiny-qwen3": "/models/tiny-qwen3"})`: the base URL of a real
-    HTTP server answering GET /v1/models with those models; `models_endpoint.key` its key."""
+    HTTP server answering GET /v1/models with those models (deepswe.env.policies.fake_endpoint:
+    401 for another key, 403 for the key `forbidden`, 404 off /v1/models; no chat);
+    `models_endpoint.key` its key."""
     endpoints = ModelsEndpoints()
     yield endpoints
     for server in endpoints.servers:
-        server.shutdown()
-        server.server_close()
+        server.close()

@@ -5,81 +5,44 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from deepswe.env.agent.parser import parse_action
 from deepswe.env.policies import ContextExceeded, Policy, PolicyError, policy_class
+from deepswe.env.policies.fake_endpoint import FakeEndpoint, chat_completion, error
 from deepswe.env.policies.replay import ReplayPolicy
 from deepswe.env.policies.scripted import FINISH, patch_to_actions
 
 FIXTURES = Path(os.environ["DEEPSWE_R2E_FIXTURES"])
 
 
-class _Server(BaseHTTPRequestHandler):
-    """Answers /v1/chat/completions: mode 'ok' echoes the last message, else fails."""
+class _Server:
+    """What the endpoint answers: mode 'ok' echoes the last message, 'context' is vLLM's context
+    overflow, a number that status, else a server error; `seen` the request bodies."""
 
     mode = "ok"
     seen: list[dict] = []
 
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    @staticmethod
+    def answer(body: dict) -> tuple[int, dict]:
         _Server.seen.append(body)
         if _Server.mode == "ok":
-            code, doc = (
-                200,
-                {
-                    "id": "x",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body["model"],
-                    "choices": [
-                        {
-                            "index": 0,
-                            "finish_reason": "stop",
-                            "message": {
-                                "role": "assistant",
-                                "content": "echo: " + body["messages"][-1]["content"],
-                            },
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
-                },
-            )
-        elif _Server.mode == "context":
-            code, doc = (
-                400,
-                {
-                    "error": {
-                        "message": "This model's maximum context length is 65536 tokens",
-                        "type": "invalid_request_error",
-                    }
-                },
-            )
-        elif _Server.mode.isdigit():  # that status, e.g. "401"
-            code, doc = int(_Server.mode), {"error": {"message": "refused", "type": "x"}}
-        else:
-            code, doc = 500, {"error": {"message": "boom", "type": "server_error"}}
-        data = json.dumps(doc).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+            text = "echo: " + body["messages"][-1]["content"]
+            return 200, chat_completion(text, model=body["model"], usage=(11, 3))
+        if _Server.mode == "context":
+            message = "This model's maximum context length is 65536 tokens"
+            return error(400, message, "invalid_request_error")
+        if _Server.mode.isdigit():  # that status, e.g. "401"
+            return error(int(_Server.mode), "refused", "x")
+        return error(500, "boom")
 
 
 @pytest.fixture(scope="module")
 def endpoint():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    with FakeEndpoint(_Server.answer) as server:
+        yield server.base_url
 
 
 def test_openai_policy_replies_with_usage(endpoint):

@@ -10,8 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from rich.console import Console
 from deepswe.data.toy import make_toy_tasks, write_tasks
 from deepswe.env.images.task import ensure_task_image
 from deepswe.env.policies import PolicySpec
+from deepswe.env.policies.fake_endpoint import FakeEndpoint, chat_completion
 from deepswe.env.policies.scripted import FINISH, patch_to_actions
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.eval.config import EvalConfig
@@ -30,67 +29,21 @@ pytestmark = pytest.mark.docker
 CLI = str(Path(sys.executable).with_name("deepswe-eval"))
 
 
-def _server(tasks, seen: list[dict], root: str | None = None) -> ThreadingHTTPServer:
+def _server(tasks, root: str | None = None) -> FakeEndpoint:
     """Replies turn i of the task named in the chat with its i-th gold action; reports usage.
     GET /v1/models lists `toy-model`, loaded from `root` (vLLM's field)."""
     scripts = {t.instance_id: [*patch_to_actions(t.gold_patch), FINISH] for t in tasks}
     by_statement = {t.problem_statement: t.instance_id for t in tasks}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            model = {
-                "id": "toy-model",
-                "object": "model",
-                "created": 0,
-                "owned_by": "x",
-                "root": root,
-            }
-            data = json.dumps({"object": "list", "data": [model]}).encode()
-            self.send_response(200 if self.path == "/v1/models" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(body: dict) -> tuple[int, dict]:
+        chat = body["messages"]
+        iid = next(v for k, v in by_statement.items() if k in chat[1]["content"])
+        turn = sum(m["role"] == "assistant" for m in chat)
+        text = scripts[iid][min(turn, len(scripts[iid]) - 1)]
+        prompt = sum(len(m["content"]) for m in chat) // 4
+        return 200, chat_completion(text, model=body["model"], usage=(prompt, 11))
 
-        def do_POST(self):  # noqa: N802 - http.server's name
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"model": body["model"], "temperature": body.get("temperature")})
-            chat = body["messages"]
-            iid = next(v for k, v in by_statement.items() if k in chat[1]["content"])
-            turn = sum(m["role"] == "assistant" for m in chat)
-            text = scripts[iid][min(turn, len(scripts[iid]) - 1)]
-            prompt = sum(len(m["content"]) for m in chat) // 4
-            out = {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": 11,
-                    "total_tokens": prompt + 11,
-                },
-            }
-            data = json.dumps(out).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
+    return FakeEndpoint(answer, models={"toy-model": root})
 
 
 @pytest.fixture(scope="module")
@@ -106,11 +59,10 @@ def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
     from deepswe.eval.weights import weights_digest
 
     tasks, data = toy
-    seen: list[dict] = []
     ckpt = tmp_path / "toy-model"
     ckpt.mkdir()
     (ckpt / "model.safetensors").write_bytes(b"\x01" * 1024)
-    srv = _server(tasks, seen, root=str(ckpt))
+    srv = _server(tasks, root=str(ckpt))
     out = tmp_path / "run"
     try:
         res = subprocess.run(
@@ -126,7 +78,7 @@ def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
                 "--workers",
                 "2",
             ]
-            + ["--base-url", f"http://127.0.0.1:{srv.server_port}/v1", "--model", "toy-model"]
+            + ["--base-url", srv.base_url, "--model", "toy-model"]
             + ["--temperature", "0.7", "--memory", "1g", "--out", str(out)],
             capture_output=True,
             text=True,
@@ -134,9 +86,10 @@ def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
             env={**os.environ, "OPENAI_API_KEY": "k"},
         )
     finally:
-        srv.shutdown()
+        srv.close()
     assert res.returncode == 0, res.stderr[-2000:]
-    assert {(s["model"], s["temperature"]) for s in seen} == {("toy-model", 0.7)}
+    seen = {(b["model"], b.get("temperature")) for b in srv.requests}
+    assert seen == {("toy-model", 0.7)}
     m = json.loads((out / "metrics.json").read_text())
     assert m["counts"] == {"resolved": 4}
     assert m["completion_tokens"]["min"] == 11 * 2  # one edit + finish per episode, 11 each

@@ -8,8 +8,6 @@ writer, a test it writes or the endpoint (docker)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -18,6 +16,7 @@ from deepswe.data.swemini.manifest import TASKS
 from deepswe.data.toy import make_toy_tasks
 from deepswe.env.agent import prompts
 from deepswe.env.policies import PolicySpec, Reply
+from deepswe.env.policies.fake_endpoint import FakeEndpoint, chat_completion
 from deepswe.env.policies.scripted import FINISH, ScriptedPolicy
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.verify.eb import (
@@ -117,38 +116,10 @@ def test_the_testgen_prompt_replaces_the_fix_prompt_and_keeps_reminders():
     assert chat[1]["content"].startswith(prompts.user_prompt("add is wrong {x}", "eval"))
 
 
-def _endpoint(prompts_seen: list[str], bodies: list[bytes] | None = None) -> ThreadingHTTPServer:
-    """An OpenAI-compatible chat endpoint: writes test_issue.py, then finishes."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            raw = self.rfile.read(int(self.headers["Content-Length"]))
-            if bodies is not None:
-                bodies.append(raw)
-            chat = json.loads(raw)["messages"]
-            prompts_seen.append(chat[1]["content"])
-            turn = sum(m["role"] == "assistant" for m in chat)
-            message = {"role": "assistant", "content": [WRITE, FINISH][min(turn, 1)]}
-            body = {
-                "id": "t",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "m",
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-            }
-            data = json.dumps(body).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def _writes_then_finishes(body: dict) -> tuple[int, dict]:
+    """An agent that writes test_issue.py, then finishes."""
+    turn = sum(m["role"] == "assistant" for m in body["messages"])
+    return 200, chat_completion([WRITE, FINISH][min(turn, 1)])
 
 
 CANARY = "CANARY-answer-7f3a"
@@ -224,17 +195,13 @@ def test_a_writer_never_reads_the_gold_patch_or_the_hidden_tests(tmp_path):
 def test_an_agent_episode_writes_a_test_that_is_kept_at_base(tmp_path):
     (task,) = make_toy_tasks(tmp_path / "src", n=1)
     task = with_the_answer_everywhere(task)
-    seen: list[str] = []
-    bodies: list[bytes] = []
-    server = _endpoint(seen, bodies)
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/v1"
-        spec = PolicySpec(name="openai", base_url=url, model="testgen-m")
+    with FakeEndpoint(_writes_then_finishes) as server:
+        spec = PolicySpec(name="openai", base_url=server.base_url, model="testgen-m")
         writer = AgentTestWriter(spec, episodes_dir=tmp_path / "episodes")
         plan = SandboxPlan(limits=SandboxLimits(memory="1g", pids=256), workers=1)
         got = generate_tests([task], VerdictStore(tmp_path / "run"), writer, plan=plan)
-    finally:
-        server.shutdown()
+    seen = [b["messages"][1]["content"] for b in server.requests]
+    bodies = server.raw
     (test,) = got[task.instance_id]
     assert test.status is IssueTestStatus.KEPT, test.reason
     assert test.writer == "agent:testgen-m" and test.source.strip() == TEST.strip()

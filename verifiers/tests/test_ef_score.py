@@ -3,16 +3,14 @@ float64 reference, named outcomes, and verdicts paired with their own candidates
 
 from __future__ import annotations
 
-import json
 import math
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from deepswe.env.policies.fake_endpoint import FakeEndpoint, chat_completion
 from deepswe.env.trajectory import Ending, Step, Trajectory
 from deepswe.verify.ef.answer import Judgement, TokenLogprob, read_answer
 from deepswe.verify.ef.endpoint import EndpointJudge, EndpointJudgeConfig
@@ -214,26 +212,16 @@ def test_a_prompt_that_cannot_fit_is_a_named_error_without_asking_the_judge():
     assert v.detail.startswith("too_long") and v.extra["render"] == "too_long"
 
 
-class FakeServer(BaseHTTPRequestHandler):
-    """Speaks /v1/chat/completions as an OpenAI-compatible server would, from a script: it
-    proves the client's request and the parsing of its reply, not any model's behaviour."""
+class FakeServer:
+    """The endpoint's script: the i-th request gets replies[i] (the last one after that)."""
 
     replies: list[tuple[int, dict]] = []
     seen: list[dict] = []
 
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    @staticmethod
+    def answer(body: dict) -> tuple[int, dict]:
         FakeServer.seen.append(body)
-        code, reply = FakeServer.replies[min(len(FakeServer.seen), len(self.replies)) - 1]
-        data = json.dumps(reply).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        return FakeServer.replies[min(len(FakeServer.seen), len(FakeServer.replies)) - 1]
 
 
 def completion(tokens: list[tuple[str, float, list[tuple[str, float]]]]) -> dict:
@@ -246,30 +234,14 @@ def completion(tokens: list[tuple[str, float, list[tuple[str, float]]]]) -> dict
         }
         for t, lp, top in tokens
     ]
-    text = "".join(t for t, _, _ in tokens)
-    return {
-        "id": "x",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "judge",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "logprobs": {"content": content},
-                "message": {"role": "assistant", "content": text},
-            }
-        ],
-    }
+    return chat_completion("".join(t for t, _, _ in tokens), model="judge", logprobs=content)
 
 
 @pytest.fixture
 def server(model_dir):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     FakeServer.seen.clear()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    srv.shutdown()
+    with FakeEndpoint(FakeServer.answer) as srv:
+        yield srv.base_url
 
 
 def test_the_endpoint_judge_asks_greedy_top_logprobs_and_reads_the_reply(server, model_dir):
