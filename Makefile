@@ -142,7 +142,7 @@ else
 	@echo "make eval: report in $(EVAL_OUT)/report.md"
 endif
 
-# Test-time scaling: the profile's tts: section (deepswe-verify tts; verifiers/README.md). tiny:
+# Test-time scaling: the profile's tts: section (deepswe-reproduce tts; reproduce/README.md). tiny:
 # graded candidates (scripted right/wrong fixes, the trained model's episodes when
 # runs/train-tiny/final exists), a LoRA judge trained on swe-mini:train episodes, EB verdicts,
 # Best@k. deepswe-32b: the policy and the judge (a LoRA on vLLM) served. TTS_OVERRIDES='tts.a=v ...'
@@ -150,14 +150,14 @@ JUDGE_URL ?=
 TTS_OUT ?= runs/tts-$(PROFILE)
 tts-endpoints:
 ifneq ($(PROFILE),tiny)
-	@[ -n "$(BASE_URL)" ] && [ -n "$(JUDGE_URL)" ] || { echo "make eval-tts: set BASE_URL=http://HOST:PORT/v1 (the policy's vLLM server) and JUDGE_URL=http://HOST:PORT/v1 (vLLM serving the judge as a LoRA; see verifiers/README.md)" >&2; exit 2; }
+	@[ -n "$(BASE_URL)" ] && [ -n "$(JUDGE_URL)" ] || { echo "make eval-tts: set BASE_URL=http://HOST:PORT/v1 (the policy's vLLM server) and JUDGE_URL=http://HOST:PORT/v1 (vLLM serving the judge as a LoRA; see reproduce/README.md, \"Test-time scaling\")" >&2; exit 2; }
 endif
 
 eval-tts: tts-endpoints setup $(if $(filter tiny,$(PROFILE)),$(TINY_MODEL))  ## hybrid test-time scaling for PROFILE (tiny: ~30 min)
 ifeq ($(PROFILE),tiny)
-	$(BIN)/deepswe-verify tts --config configs/tiny.yaml --out $(TTS_OUT) $(TTS_OVERRIDES)
+	$(BIN)/deepswe-reproduce tts --config configs/tiny.yaml --out $(TTS_OUT) $(TTS_OVERRIDES)
 else
-	$(BIN)/deepswe-verify tts --config configs/$(PROFILE).yaml --out $(TTS_OUT) \
+	$(BIN)/deepswe-reproduce tts --config configs/$(PROFILE).yaml --out $(TTS_OUT) \
 	  eval.policy.base_url=$(BASE_URL) tts.judge.base_url=$(JUDGE_URL) $(TTS_OVERRIDES)
 endif
 	@echo "make eval-tts: report in $(TTS_OUT)/report.md"

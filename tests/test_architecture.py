@@ -164,3 +164,46 @@ def test_each_distribution_declares_exactly_the_deepswe_distributions_it_imports
         if have - want:
             problems.append(f"{folder}/pyproject.toml declares {sorted(have - want)}, unused")
     assert not problems, "\n".join(problems)
+
+
+def _console_scripts() -> dict[str, str]:
+    """Each console script -> the package of the distribution that ships it."""
+    out = {}
+    for pkg, (_, folder) in LAYERS.items():
+        project = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]
+        out.update({script: pkg for script in project.get("scripts", {})})
+    return out
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes of `tree` (prose, not commands)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def test_no_command_of_a_higher_layer_is_run():
+    """Running another distribution's command in a subprocess is a dependency the imports do not
+    show: a string that is a higher layer's console script, the program of a command line
+    (`cli_bin("deepswe-train")`, `["deepswe-train", "judge", ...]`), is refused like an import of
+    that layer. Prose naming a command (help texts, messages) is not a call and is left alone."""
+    scripts = _console_scripts()
+    wrong = []
+    for name, path in MODULES.items():
+        pkg = name.split(".")[1]
+        tree = ast.parse(path.read_text())
+        prose = _docstrings(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            program = node.value.strip()
+            if id(node) in prose or program not in scripts:
+                continue
+            if LAYERS[scripts[program]][0] > LAYERS[pkg][0]:
+                where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                wrong.append(f"{where}: deepswe.{pkg} runs {program} (deepswe.{scripts[program]})")
+    assert not wrong, "commands run against the layers:\n" + "\n".join(wrong)

@@ -19,8 +19,8 @@ CLI = str(Path(sys.executable).with_name("deepswe-eval"))
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 
 
-def _commands(*make_args: str) -> list[list[str]]:
-    """The deepswe-eval commands `make -n ...` would run, as argv lists."""
+def _commands(*make_args: str, program: str = "deepswe-eval") -> list[list[str]]:
+    """The `program` commands `make -n ...` would run, as argv lists."""
     out = subprocess.run(
         ["make", "-n", "--no-print-directory", *make_args],
         cwd=ROOT,
@@ -28,12 +28,13 @@ def _commands(*make_args: str) -> list[list[str]]:
         text=True,
         check=True,
     ).stdout.replace("\\\n", " ")
-    return [shlex.split(line) for line in out.splitlines() if "/deepswe-eval " in line]
+    return [shlex.split(line) for line in out.splitlines() if f"/{program} " in line]
 
 
-def _resolved(argv: list[str]) -> dict:
+def _resolved(argv: list[str], cli: str = CLI) -> dict:
+    """What `argv` would run with, printed by its verb's --dry-run."""
     done = subprocess.run(
-        [CLI, *argv[1:], "--dry-run"], cwd=ROOT, capture_output=True, text=True, check=True
+        [cli, *argv[1:], "--dry-run"], cwd=ROOT, capture_output=True, text=True, check=True
     )
     return json.loads(done.stdout)
 
@@ -67,30 +68,20 @@ def test_make_eval_tiny_runs_the_baselines_and_the_model_from_the_profile():
     assert cfg["policy"]["args"] == {"path": "runs/train-tiny/final"}
 
 
-# --- make eval-tts (deepswe-verify tts) ---------------------------------------------------------
-VERIFY = str(Path(sys.executable).with_name("deepswe-verify"))
+# --- make eval-tts (deepswe-reproduce tts) ---------------------------------------------------------
+REPRODUCE = str(Path(sys.executable).with_name("deepswe-reproduce"))
 
 
-def _verify_commands(*make_args: str) -> list[list[str]]:
-    out = subprocess.run(
-        ["make", "-n", "--no-print-directory", *make_args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.replace("\\\n", " ")
-    return [shlex.split(line) for line in out.splitlines() if "/deepswe-verify " in line]
+def _tts_commands(*make_args: str) -> list[list[str]]:
+    return [c for c in _commands(*make_args, program="deepswe-reproduce") if c[1] == "tts"]
 
 
 def _tts_resolved(argv: list[str]) -> dict:
-    done = subprocess.run(
-        [VERIFY, *argv[1:], "--dry-run"], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    return json.loads(done.stdout)
+    return _resolved(argv, REPRODUCE)
 
 
 def test_make_eval_tts_tiny_runs_the_verb_on_the_profiles_tts_section():
-    (cmd,) = _verify_commands("eval-tts", "PROFILE=tiny", "TTS_OVERRIDES=tts.workers=1")
+    (cmd,) = _tts_commands("eval-tts", "PROFILE=tiny", "TTS_OVERRIDES=tts.workers=1")
     assert cmd[1] == "tts" and cmd[cmd.index("--config") + 1] == "configs/tiny.yaml"
     assert cmd[cmd.index("--out") + 1] == "runs/tts-tiny"
     cfg = _tts_resolved(cmd)
@@ -116,7 +107,7 @@ def test_make_eval_tts_deepswe_32b_without_endpoints_says_what_to_set(given):
 
 
 def test_make_eval_tts_deepswe_32b_passes_both_endpoints_and_reads_the_rest_from_the_profile():
-    (cmd,) = _verify_commands(
+    (cmd,) = _tts_commands(
         "eval-tts",
         "PROFILE=deepswe-32b",
         "BASE_URL=http://gpu:8000/v1",

@@ -3,6 +3,7 @@
     deepswe-reproduce run --config configs/tiny.yaml [--fresh]     every stage, resumable
     deepswe-reproduce status [--out runs/reproduce-tiny]           which stages are done
     deepswe-reproduce report [--out runs/reproduce-tiny]           rewrite REPORT.md, report.html
+    deepswe-reproduce tts --config configs/tiny.yaml --out runs/tts-tiny   test-time scaling alone
 
 Exit codes: 0 every stage done; 1 a stage failed (the reason is printed, the report is written
 with what finished); 2 bad input (profile, overrides).
@@ -107,3 +108,9 @@ def report(
 
 if __name__ == "__main__":
     app()
+
+
+# --- `deepswe-reproduce tts` (deepswe.reproduce.tts.cli): registered here, written there --------
+from deepswe.reproduce.tts.cli import tts  # noqa: E402
+
+app.command("tts")(tts)

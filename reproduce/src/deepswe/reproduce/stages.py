@@ -264,7 +264,7 @@ def tts(ctx: Context) -> StageResult:
     out = ctx.path("tts")
     models = f"[{ctx.path('models', 'sft')},{ctx.path('models', 'init')}]"
     ctx.sh(
-        "deepswe-verify",
+        "deepswe-reproduce",
         "tts",
         "--config",
         ctx.profile,

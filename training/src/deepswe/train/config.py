@@ -26,7 +26,7 @@ from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import MegatronOptions, ParallelConfig
 from deepswe.train.sft import SFTConfig
-from deepswe.verify.tts.config import TTSConfig
+from deepswe.verify.tts_config import TTSConfig
 
 
 class _Section(BaseModel):
@@ -187,7 +187,7 @@ class TrainConfig(_Section):
     # The profile's evaluation protocol: read by deepswe-eval, validated here too so that
     # `deepswe-train validate-config` checks a whole profile. Training never uses it.
     eval: EvalConfig = Field(default_factory=EvalConfig)
-    # deepswe-verify tts (test-time scaling): validated here for the same reason; unused here.
+    # deepswe-reproduce tts (test-time scaling): validated here for the same reason; unused here.
     tts: TTSConfig = Field(default_factory=TTSConfig)
     # `make reproduce`'s stage sizes: validated by deepswe-reproduce (deepswe.reproduce.config),
     # which sits above training (nothing imports train's callers); passed through here.

@@ -230,9 +230,3 @@ def render(
         f"limit {prompt.budget} ({prompt.status.value})",
         err=True,
     )
-
-
-# --- `deepswe-verify tts` (deepswe.verify.tts.cli): registered here, written there ---------------
-from deepswe.verify.tts.cli import tts  # noqa: E402
-
-app.command("tts")(tts)

@@ -1,4 +1,4 @@
-"""Hybrid test-time scaling end to end (`deepswe-verify tts`, `make eval-tts`).
+"""Hybrid test-time scaling end to end (`deepswe-reproduce tts`, `make eval-tts`).
 
 config.py    the profile's `tts:` section, validated at load
 mixture.py   the task subsets, scripted wrong fixes, one merged pool per split

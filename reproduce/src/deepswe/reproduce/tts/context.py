@@ -1,4 +1,4 @@
-"""What every stage of `deepswe-verify tts` shares: the run's context, its error, and running
+"""What every stage of `deepswe-reproduce tts` shares: the run's context, its error, and running
 the other subprojects' commands with their output relayed (tts/pipeline.py)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from deepswe.data.task import Task
 from deepswe.eval.config import EvalConfig
 from deepswe.verify.store import candidates_from_run
-from deepswe.verify.tts.config import TTSConfig
+from deepswe.verify.tts_config import TTSConfig
 from deepswe.verify.types import Candidate
 
 Log = Callable[[str], None]

@@ -1,5 +1,5 @@
-"""The `deepswe-verify tts` verb (registered in cli.py): the whole test-time-scaling pipeline of a
-profile, resumable (deepswe.verify.tts)."""
+"""The `deepswe-reproduce tts` verb (registered in cli.py): the whole test-time-scaling pipeline of a
+profile, resumable (deepswe.reproduce.tts)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def tts(
 ) -> None:
     """Candidates (scripted right/wrong fixes and the model's episodes, graded), the EF judge
     trained on train-split episodes, EB verdicts, selection and the Best@k report."""
-    from deepswe.verify.tts.config import load_tts_config
-    from deepswe.verify.tts.pipeline import TTSError, run_tts
+    from deepswe.reproduce.tts.pipeline import TTSError, run_tts
+    from deepswe.verify.tts_config import load_tts_config
 
     overrides = overrides or []
     try:
@@ -52,7 +52,7 @@ def tts(
             config, out, cfg, eval_cfg, eval_overrides, log=lambda m: typer.echo(m, err=True)
         )
     except (ConfigError, TTSError) as exc:
-        typer.echo(f"deepswe-verify tts: {exc}", err=True)
+        typer.echo(f"deepswe-reproduce tts: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo((out / "report.md").read_text(encoding="utf-8"))
     typer.echo(

@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict
 from deepswe.data.swemini.gitrepo import GitError, show
 from deepswe.data.task import Task
 from deepswe.eval.store import atomic_write_json
-from deepswe.verify.tts.edits import EditError, hunks
-from deepswe.verify.tts.kinds import Made, Partner, TaskEdits
+from deepswe.reproduce.tts.edits import EditError, hunks
+from deepswe.reproduce.tts.kinds import Made, Partner, TaskEdits
 
 HARD = ("misedit", "regression", "wrong_place", "partial")  # taken in turn for substitutes
 MADE_KINDS = ("right", "partial", "misedit", "wrong_place", "regression", "comment", "empty")

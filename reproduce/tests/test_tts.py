@@ -1,4 +1,4 @@
-"""deepswe-verify tts: the tts: section's validation, the merged pools' numbering, the
+"""deepswe-reproduce tts: the tts: section's validation, the merged pools' numbering, the
 judge's AUC, and the whole pipeline on two real swe-mini tasks (docker, slow)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.config import ConfigError, EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
-from deepswe.verify.cli import app
-from deepswe.verify.tts.config import TaskPick, load_tts_config
-from deepswe.verify.tts.mixture import merge_pools, pick_tasks, shuffled, slot
-from deepswe.verify.tts.pipeline import model_available
+from deepswe.reproduce.tts.mixture import merge_pools, pick_tasks, shuffled, slot
+from deepswe.reproduce.tts.pipeline import model_available
+from deepswe.reproduce.cli import app
+from deepswe.verify.tts_config import TaskPick, load_tts_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny.yaml"

@@ -1,4 +1,4 @@
-"""`deepswe-verify tts`: hybrid test-time scaling end to end, stage by stage, resumable.
+"""`deepswe-reproduce tts`: hybrid test-time scaling end to end, stage by stage, resumable.
 
     candidates  per split: the model's episodes (deepswe-eval run) and the scripted kinds, made
                 from each task's gold patch and base code (tts/kinds.py, tts/plan.py) and graded
@@ -27,13 +27,13 @@ from pathlib import Path
 
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import atomic_write_json
+from deepswe.reproduce.tts.context import Ctx, Log, TTSError, cli_bin, relay, with_issues
+from deepswe.reproduce.tts.grading import grade_plan
+from deepswe.reproduce.tts.judge_stage import make_tts_judge, served_judge, stage_judge
+from deepswe.reproduce.tts.mixture import merge_pools, pick_tasks, slot
+from deepswe.reproduce.tts.plan import PlanError, make_plan
 from deepswe.verify.store import VerdictStore, candidates_from_run
-from deepswe.verify.tts.config import TTSConfig
-from deepswe.verify.tts.context import Ctx, Log, TTSError, cli_bin, relay, with_issues
-from deepswe.verify.tts.grading import grade_plan
-from deepswe.verify.tts.judge_stage import make_tts_judge, served_judge, stage_judge
-from deepswe.verify.tts.mixture import merge_pools, pick_tasks, slot
-from deepswe.verify.tts.plan import PlanError, make_plan
+from deepswe.verify.tts_config import TTSConfig
 from deepswe.verify.types import VerdictStatus
 
 STAGES = ("candidates", "judge", "ef", "eb", "report")
@@ -224,7 +224,7 @@ def stage_eb(ctx: Ctx) -> None:
 
 
 def stage_report(ctx: Ctx, stages: dict) -> dict:
-    from deepswe.verify.tts.report import write_tts_report
+    from deepswe.reproduce.tts.report import write_tts_report
 
     return write_tts_report(ctx.out, ctx.profile, ctx.cfg, list(ctx.tasks), ctx.notes, stages)
 

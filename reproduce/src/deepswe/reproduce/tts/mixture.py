@@ -1,4 +1,4 @@
-"""Candidate pools of `deepswe-verify tts`: which tasks, and how each task's candidates (the
+"""Candidate pools of `deepswe-reproduce tts`: which tasks, and how each task's candidates (the
 model's episodes, an eval run folder; the scripted kinds, graded into their own run folder by
 grading.py) merge into one pool per task.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from deepswe.data.task import Task
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore, atomic_write_json
-from deepswe.verify.tts.config import TaskPick
+from deepswe.verify.tts_config import TaskPick
 
 
 def pick_tasks(tasks: Sequence[Task], pick: TaskPick) -> list[Task]:

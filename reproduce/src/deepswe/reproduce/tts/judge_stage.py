@@ -1,4 +1,4 @@
-"""The judge stage of `deepswe-verify tts`: judge SFT rows from the train pool, `deepswe-train
+"""The judge stage of `deepswe-reproduce tts`: judge SFT rows from the train pool, `deepswe-train
 judge` in a subprocess (verify never imports train), or a served judge instead (tts/pipeline.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from deepswe.verify.tts.context import Ctx, TTSError, cli_bin, relay, with_issues
+from deepswe.reproduce.tts.context import Ctx, TTSError, cli_bin, relay, with_issues
 from deepswe.verify.types import Candidate
 
 

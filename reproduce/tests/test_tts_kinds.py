@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.reproduce.tts.edits import apply, hunks, make_patch
+from deepswe.reproduce.tts.kinds import TaskEdits
+from deepswe.reproduce.tts.plan import PlanError, base_reader, partners_of, plan_task
 from deepswe.verify.baselines import patch_facts
-from deepswe.verify.tts.edits import apply, hunks, make_patch
-from deepswe.verify.tts.kinds import TaskEdits
-from deepswe.verify.tts.plan import PlanError, base_reader, partners_of, plan_task
 
 PAD = "".join(f"\n\ndef pad{i}(v):\n    return v * {i + 2}\n" for i in range(4))
 CLEAN = f"""def clamp(x, lo, hi):

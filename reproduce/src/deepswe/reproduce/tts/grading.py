@@ -27,7 +27,7 @@ from deepswe.env.policies.scripted import SubmittedPatch
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.config import EvalConfig, with_grading_rules
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
-from deepswe.verify.tts.plan import Planned
+from deepswe.reproduce.tts.plan import Planned
 
 POLICY = "submitted"  # the same name for every kind: nothing downstream can read the kind off it
 

@@ -10,8 +10,8 @@ import pytest
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import EpisodeStatus, RunStore
-from deepswe.verify.tts.grading import POLICY, grade_plan
-from deepswe.verify.tts.plan import plan_task
+from deepswe.reproduce.tts.grading import POLICY, grade_plan
+from deepswe.reproduce.tts.plan import plan_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = "isodate__isodate-2184d719"  # the first test task: every kind but partial exists for it

@@ -1,4 +1,4 @@
-"""The scripted candidate kinds of `deepswe-verify tts`: patches made from a task's gold patch
+"""The scripted candidate kinds of `deepswe-reproduce tts`: patches made from a task's gold patch
 and its files at the base commit, each kind a way to be almost right. The grader, not the kind,
 says what a candidate is; `expect` is only what the construction predicts.
 
@@ -33,7 +33,7 @@ from functools import partial
 from itertools import islice
 
 from deepswe.data.swemini.mutate import Mutation, mutation_sites_where
-from deepswe.verify.tts.edits import EditError, Hunk, apply, hunks, make_patch
+from deepswe.reproduce.tts.edits import EditError, Hunk, apply, hunks, make_patch
 
 NOTES = (
     "fix: handle this case as the issue describes",

@@ -1,6 +1,6 @@
-"""The `tts:` section of a profile: how `deepswe-verify tts` builds, judges and selects candidates.
+"""The `tts:` section of a profile: how `deepswe-reproduce tts` builds, judges and selects candidates.
 
-    deepswe-verify tts --config configs/tiny.yaml --out runs/tts-tiny [tts.a.b=v eval.a.b=v ...]
+    deepswe-reproduce tts --config configs/tiny.yaml --out runs/tts-tiny [tts.a.b=v eval.a.b=v ...]
 
 Read beside the profile's `eval:` section (the policy, episode and sandbox limits every candidate
 episode runs under). Overrides `tts.*` edit this section, `eval.*` the eval section; errors name
@@ -140,7 +140,7 @@ class EBStage(BaseModel):
 
 
 class TTSConfig(BaseModel):
-    """`deepswe-verify tts`: candidates, judge, EB verdicts, selection, report."""
+    """`deepswe-reproduce tts`: candidates, judge, EB verdicts, selection, report."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,4 +1,4 @@
-"""The report of `deepswe-verify tts`: report.build_report over the test pool (Best@k with the
+"""The report of `deepswe-reproduce tts`: report.build_report over the test pool (Best@k with the
 baselines, every score's AUC against theirs, the gains over the best baseline, EF calibration
 and reliability.png), then what only this pipeline knows: the pool's composition by kind and
 what each verifier said of each kind, the judge (base, data, held-out loss; train projects
@@ -13,12 +13,12 @@ from collections import Counter
 from pathlib import Path
 
 from deepswe.eval.store import atomic_write_json
+from deepswe.reproduce.tts.eb_report import eb_markdown, eb_summary
+from deepswe.reproduce.tts.mixture import read_mixture
 from deepswe.verify.recorded import Recorded
 from deepswe.verify.report import build_report
 from deepswe.verify.run_pools import load_run_pools
-from deepswe.verify.tts.config import TTSConfig
-from deepswe.verify.tts.eb_report import eb_markdown, eb_summary
-from deepswe.verify.tts.mixture import read_mixture
+from deepswe.verify.tts_config import TTSConfig
 
 SCORES = ("ef", "regression", "reproduction", "changes_code", "smallest")
 
@@ -174,7 +174,7 @@ def composition_markdown(t: dict) -> list[str]:
 def tts_markdown(t: dict) -> str:
     lines = [
         "",
-        "## Test-time scaling run (`deepswe-verify tts`)",
+        "## Test-time scaling run (`deepswe-reproduce tts`)",
         "",
         f"Profile `{t['profile']}`.",
         "",
