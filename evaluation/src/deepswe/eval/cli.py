@@ -1,5 +1,5 @@
-"""The deepswe-eval command line: `run`, `report`, `view`, `grade`, `envs`, `images` here;
-`validate`, `audit` and `health` in cli_checks.py; what they share in cli_common.py.
+"""The deepswe-eval command line: `run`, `report`, `view`, `grade` here; `validate`, `audit` and
+`health` in cli_checks.py; `envs` and `images` in cli_envs.py; what they share in cli_common.py.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
 edited by `eval.a.b=value` overrides and by the flags below, in that order.
@@ -13,11 +13,10 @@ from pathlib import Path
 
 import typer
 
-from deepswe.eval import cli_checks
+from deepswe.eval import cli_checks, cli_envs
 from deepswe.eval.cli_common import (
     CONFIG,
     DATASET,
-    DATASET_HELP,
     HEALTH,
     IDS,
     LIMIT,
@@ -184,61 +183,6 @@ def run(
 
 
 @app.command()
-def envs(
-    dataset: str = typer.Option("swe-bench-verified", help=DATASET_HELP),
-    repo_mirror: Path = typer.Option(
-        None, help="folder of git clones (SWE-bench: compiler detection; R2E-Gym: clone checks)"
-    ),
-    all_specs: bool = typer.Option(False, help="also specs no task of the dataset uses"),
-) -> None:
-    """Which environments this machine can build from source, and why not: every SWE-bench
-    (repository, version) spec with the instances it serves, or for R2E-Gym rows (a local file
-    or folder of rows, or r2e-gym-subset from the Hub) one line per repository."""
-    from deepswe.data.task import TaskSource
-
-    tasks = load_dataset(dataset, None, None)
-    if any(t.source is TaskSource.R2E_GYM for t in tasks):
-        from deepswe.env.recipes.r2e_gym import coverage as r2e_coverage
-
-        repos = r2e_coverage.coverage(tasks, repo_mirror)
-        typer.echo(r2e_coverage.markdown(repos, repo_mirror is not None))
-        typer.echo(json.dumps(r2e_coverage.summary(repos), indent=1))
-        return
-    from deepswe.env.recipes.swebench.coverage import markdown, spec_rows, summary
-
-    rows = spec_rows(tasks, repo_mirror, all_specs)
-    if not rows:
-        fail(f"dataset {dataset}: no SWE-bench or R2E-Gym repositories in it")
-    typer.echo(markdown(rows))
-    typer.echo(json.dumps(summary(rows), indent=1))
-
-
-@app.command()
-def images(
-    dataset: str = typer.Option(..., help=DATASET_HELP),
-    repo_mirror: Path = REPO_MIRROR,
-    r2e_env: str = typer.Option("auto", help="R2E-Gym environments: auto | build | image"),
-) -> None:
-    """Which images a run over these R2E-Gym rows will use: R2E-Gym's own when this engine has
-    them, else built from source from --repo-mirror; exit 2 naming what is missing."""
-    from deepswe.env.recipes.r2e_gym.plan import plan_images
-
-    if r2e_env not in ("auto", "build", "image"):
-        fail(f"--r2e-env {r2e_env!r}: want auto, build or image")
-    tasks = load_dataset(dataset, None, None)
-    plan = plan_images(tasks, mode=r2e_env, mirror=repo_mirror)
-    for line in plan.lines(repo_mirror):
-        typer.echo(line)
-    if plan.missing:
-        fail(
-            f"{len(plan.missing)} row(s) have no image and cannot be built: "
-            f"{next(iter(plan.missing.values()))}"
-        )
-    if not plan.usable:
-        fail(f"dataset {dataset}: no row can run here")
-
-
-@app.command()
 def report(
     run_dir: Path = typer.Argument(..., help="a run folder written by `run`"),
     health: Path = HEALTH,
@@ -336,7 +280,13 @@ def grade(
         )
 
 
-for _verb in (cli_checks.validate, cli_checks.audit, cli_checks.health):
+for _verb in (
+    cli_checks.validate,
+    cli_checks.audit,
+    cli_checks.health,
+    cli_envs.envs,
+    cli_envs.images,
+):
     app.command()(_verb)
 
 
