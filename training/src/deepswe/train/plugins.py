@@ -7,26 +7,29 @@ theirs, with these same functions: a part built in an actor is the part the trai
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepswe.train.backends import backend_class
 from deepswe.train.engines import engine_class
 from deepswe.train.sources import source_class
 
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
-def build(cls: type, cfg: Any) -> Any:
+
+def build(cls: type, cfg: TrainConfig) -> Any:
     """`cls.from_config(cfg)` when the class has one (it reads the sections it needs), else
     `cls(cfg)`; `cfg` is a TrainConfig."""
     return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(cfg)
 
 
-def build_engine(cfg: Any) -> Any:  # -> InferenceEngine
+def build_engine(cfg: TrainConfig) -> Any:  # -> InferenceEngine
     return build(engine_class(cfg.engine.name), cfg)
 
 
-def build_backend(cfg: Any) -> Any:  # -> TrainingBackend
+def build_backend(cfg: TrainConfig) -> Any:  # -> TrainingBackend
     return build(backend_class(cfg.backend.name), cfg)
 
 
-def build_source(cfg: Any) -> Any:  # -> RolloutSource
+def build_source(cfg: TrainConfig) -> Any:  # -> RolloutSource
     return build(source_class(cfg.data.source), cfg)

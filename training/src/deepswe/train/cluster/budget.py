@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deepswe.train.cluster.plan import Placement, placement_plan
 from deepswe.train.cluster.shapes import KNOWN_SHAPES, ModelShape, model_shape
+
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
 __all__ = ["KNOWN_SHAPES", "Assumptions", "Budget", "ModelShape", "estimate", "model_shape"]
 
@@ -177,7 +180,7 @@ def _forward_flops(shape: ModelShape, tokens: float) -> float:
 
 
 def estimate(
-    cfg: Any, shape: ModelShape | None = None, assumptions: Assumptions | None = None
+    cfg: TrainConfig, shape: ModelShape | None = None, assumptions: Assumptions | None = None
 ) -> Budget:
     """The budget of TrainConfig `cfg` (a GPU run). ValueError when it has no GPUs to plan."""
     placement = placement_plan(cfg)
@@ -289,7 +292,9 @@ def estimate(
     return Budget(pl, shape, a, phases, times, (est, bound), cfg.run.steps, notes)
 
 
-def _serving_note(cfg: Any, shape: ModelShape, a: Assumptions, weights: float, tp: int) -> str:
+def _serving_note(
+    cfg: TrainConfig, shape: ModelShape, a: Assumptions, weights: float, tp: int
+) -> str:
     """The evaluation server (eval: section) on one engine replica's GPUs: can every in-flight
     episode keep its whole context in the KV cache, or will vLLM queue and preempt?"""
     ev = cfg.eval

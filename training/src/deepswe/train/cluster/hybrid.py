@@ -30,12 +30,15 @@ offline engine sharing the rank's GPU (engines/vllm_colocated.py): written, not 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepswe.train.backends import hf_weights
 from deepswe.train.cluster import require_ray
 from deepswe.train.cluster.ranks import TrainerRank
 from deepswe.train.engines import Sample
+
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
 # A sampling request as the rollout workers make it: (prompt, n, temperature, max_tokens, seed).
 Request = tuple[Any, int, float, int, "int | None"]
@@ -60,19 +63,19 @@ def sample_batch(engine: Any, requests: list[Request]) -> list[list[Sample]]:
     return [engine.sample(p, n, t, m, seed=s) for p, n, t, m, s in requests]
 
 
-def group_size(cfg: Any) -> int:
+def group_size(cfg: TrainConfig) -> int:
     """Ranks in a model-parallel group: megatron orders ranks TP fastest, then CP, so each run of
     TP x CP consecutive ranks is one model replica, and one engine."""
     par = cfg.backend.parallel
     return par.tensor_parallel * par.context_parallel
 
 
-def hosts_engine(rank: int, cfg: Any) -> bool:
+def hosts_engine(rank: int, cfg: TrainConfig) -> bool:
     """Whether trainer rank `rank` serves its group's samples (the group's first rank)."""
     return rank % group_size(cfg) == 0
 
 
-def holds_engine(rank: int, cfg: Any) -> bool:
+def holds_engine(rank: int, cfg: TrainConfig) -> bool:
     """Whether trainer rank `rank` holds (a shard of) its group's engine: the first rank, or
     every rank when the engine is tensor-parallel over the group."""
     return hosts_engine(rank, cfg) or cfg.engine.tensor_parallel > 1
@@ -87,7 +90,7 @@ class HybridRank(TrainerRank):
     sleep_level = 2
 
     def __init__(
-        self, cfg: Any, rank: int, world: int, init_method: str | None, threads: int = 1
+        self, cfg: TrainConfig, rank: int, world: int, init_method: str | None, threads: int = 1
     ) -> None:
         self.engine: Any = None
         self.synced = 0  # tensors loaded by the last sync
@@ -237,7 +240,7 @@ class HybridRank(TrainerRank):
             super().load(directory)
 
 
-def build_colocated_engine(cfg: Any) -> Any:
+def build_colocated_engine(cfg: TrainConfig) -> Any:
     """The engine a hybrid rank holds: the hf engine on CPU (engine.name hf), vLLM's offline
     engine on a GPU rank (engine.name vllm); a ValueError for anything else."""
     if cfg.engine.name == "hf":  # on CPU a full replica, whatever engine.tensor_parallel says

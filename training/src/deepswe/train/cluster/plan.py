@@ -14,7 +14,10 @@ it, and each trainer rank gets a bundle of `cluster.cpus_per_trainer_rank` CPUs 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
 # (ours) CPUs reserved beside each GPU for the process driving it (engine server, trainer rank).
 CPUS_PER_GPU = 1.0
@@ -125,7 +128,7 @@ class Placement:
         )
 
 
-def placement_plan(cfg: Any) -> Placement:
+def placement_plan(cfg: TrainConfig) -> Placement:
     """The layout of TrainConfig `cfg`, or a ValueError naming the config field that breaks it."""
     cl, etp, par = cfg.cluster, cfg.engine.tensor_parallel, cfg.backend.parallel
     tp, pp, cp = par.tensor_parallel, par.pipeline_parallel, par.context_parallel

@@ -22,7 +22,7 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,6 +30,9 @@ from deepswe.train.backends import StepStats, UpdateBatch
 from deepswe.train.cluster import require_ray
 from deepswe.train.plugins import build_backend
 from deepswe.train.rollout import RolloutBatch
+
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
 RENDEZVOUS = ("file", "tcp")
 
@@ -40,7 +43,7 @@ class TrainerRank:
     (the tcp rendezvous: rank 0 is asked its `address()` first)."""
 
     def __init__(
-        self, cfg: Any, rank: int, world: int, init_method: str | None, threads: int = 1
+        self, cfg: TrainConfig, rank: int, world: int, init_method: str | None, threads: int = 1
     ) -> None:
         torch.set_num_threads(threads)  # Ray does not pin cores: as many threads as CPUs reserved
         self.cfg, self.rank, self.world = cfg, rank, world
@@ -101,7 +104,7 @@ class TrainerRank:
 
 
 def launch(
-    cfg: Any,
+    cfg: TrainConfig,
     options: list[dict[str, Any]],
     rendezvous: str,
     threads: int = 1,
@@ -146,7 +149,7 @@ class RankedBackend:
     @classmethod
     def start(
         cls,
-        cfg: Any,
+        cfg: TrainConfig,
         options: list[dict[str, Any]],
         rendezvous: str = "file",
         threads: int = 1,

@@ -30,7 +30,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepswe.env.trajectory import Trajectory
 from deepswe.train.cluster import require_ray
@@ -41,11 +41,14 @@ from deepswe.train.engines import Sample
 from deepswe.train.plugins import build_engine, build_source
 from deepswe.train.sampling import RolloutJob, run_rollout
 
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
+
 
 class EngineActor:
     """Hosts one engine replica; run as a Ray actor (`ray.remote(EngineActor)`)."""
 
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: TrainConfig) -> None:
         self.engine = build_engine(cfg)  # as Trainer.setup builds it
 
     def ready(self) -> str:
@@ -81,7 +84,7 @@ class RemoteEngine:
         self._turn = itertools.count()
 
     @classmethod
-    def over(cls, actors: list[Any], cfg: Any) -> RemoteEngine:
+    def over(cls, actors: list[Any], cfg: TrainConfig) -> RemoteEngine:
         """The tokenizer is loaded here from model.path, as the engines load theirs."""
         from deepswe.train.engines.hf import load_tokenizer
 
@@ -110,7 +113,7 @@ class RolloutWorker:
     """Runs episodes; a Ray actor with `cluster.cpus_per_rollout_worker` CPUs. Holds the rollout
     source (its sandboxes are made from here) and a RemoteEngine over its engine replica."""
 
-    def __init__(self, cfg: Any, engine_actors: list[Any]) -> None:
+    def __init__(self, cfg: TrainConfig, engine_actors: list[Any]) -> None:
         self.cfg = cfg
         self.source = build_source(cfg)
         self.engine = RemoteEngine.over(engine_actors, cfg)
@@ -158,7 +161,7 @@ def _fmt(res: dict[str, float]) -> str:
     return ", ".join(f"{v:g} {k}" for k, v in sorted(res.items())) or "nothing"
 
 
-def check_gpu_ranks(cfg: Any, plan: Placement) -> None:
+def check_gpu_ranks(cfg: TrainConfig, plan: Placement) -> None:
     """What a GPU plan of several trainer ranks needs, each missing piece named by its field:
     the megatron backend on CUDA, vLLM in the ranks, engines of TP 1 or of the group's TP x CP."""
     if not plan.gpus or plan.trainer_world == 1:
@@ -245,7 +248,7 @@ class RayScheduler:
     push_weights: Callable[[], None] | None = None
 
     @classmethod
-    def start(cls, cfg: Any, timeout_s: float = 300.0) -> RayScheduler:
+    def start(cls, cfg: TrainConfig, timeout_s: float = 300.0) -> RayScheduler:
         """Validate the plan, start or join Ray, reserve the placement group, place the engine
         replicas and the trainer ranks in it and the rollout workers beside it; waits until all
         are up."""
@@ -271,7 +274,9 @@ class RayScheduler:
             raise
 
     @classmethod
-    def _place(cls, cfg: Any, plan: Placement, owns: bool, timeout_s: float) -> RayScheduler:
+    def _place(
+        cls, cfg: TrainConfig, plan: Placement, owns: bool, timeout_s: float
+    ) -> RayScheduler:
         ray = require_ray()
         from ray.util.placement_group import remove_placement_group
 

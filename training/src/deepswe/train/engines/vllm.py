@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,6 +27,9 @@ from deepswe.train.engines import Sample
 from deepswe.train.engines.hf import load_tokenizer
 from deepswe.train.engines.vllm_server import VLLMServer, VLLMServerError
 from deepswe.train.rollout import ChatRenderer
+
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
 
 class VLLMEngine:
@@ -73,7 +76,7 @@ class VLLMEngine:
         self.startup_s = time.monotonic() - t0
 
     @classmethod
-    def from_config(cls, cfg: Any) -> VLLMEngine:
+    def from_config(cls, cfg: TrainConfig) -> VLLMEngine:
         """From a TrainConfig (model.path, model.device, model.dtype, engine.tensor_parallel)."""
         return cls(
             cfg.model.path,

@@ -28,11 +28,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from deepswe.train.engines import Sample
+
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
 
 class ColocatedVLLMEngine:
@@ -77,7 +80,7 @@ class ColocatedVLLMEngine:
         self._renderer: Any = None
 
     @classmethod
-    def from_config(cls, cfg: Any) -> ColocatedVLLMEngine:
+    def from_config(cls, cfg: TrainConfig) -> ColocatedVLLMEngine:
         """From a TrainConfig: model.path and dtype; the context is the rollout's budget; 0.6 of
         the GPU as the DeepSWE recipe gives vLLM (rLLM gpu_memory_utilization=0.6)."""
         ro = cfg.rollout

@@ -11,10 +11,13 @@ trainer, resume included, deterministically on a CPU; it is not a benchmark.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deepswe.env.policies import Policy
 from deepswe.env.trajectory import Ending, Step, Trajectory
+
+if TYPE_CHECKING:
+    from deepswe.train.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class TextTask:
 
 
 class TextSource:
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: TrainConfig) -> None:
         self.env = cfg.data.text
 
     def tasks(self) -> list[TextTask]:
