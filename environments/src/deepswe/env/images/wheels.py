@@ -180,13 +180,24 @@ def _fill(
         # No wheel for the target: build one from the sdist on the host, then retry with
         # staging as a find-links source so the resolver sees it (and pulls its deps).
         name, wanted = missing
-        if native is None or not _built_natively(
-            name, requirements, wanted, staging, native, python_version, platforms, env
-        ):
+        built.add(name.lower())
+        native_failed = None
+        if native is not None:  # the image's own interpreter first (sdist_native.py)
+            try:
+                if _built_natively(
+                    name, requirements, wanted, staging, native, python_version, platforms, env
+                ):
+                    continue
+            except WheelDownloadError as exc:  # e.g. a C library the host lacks: the image
+                native_failed = exc  # may have it (the sdist built there, below)
+        try:
             build_pure_wheel(
                 name, requirements, staging, sources, name + wanted, env, python_version
             )
-        built.add(name.lower())
+        except WheelDownloadError as exc:
+            if native_failed is None:
+                raise
+            raise WheelDownloadError(f"{native_failed}\n\nthen, on the host: {exc}") from None
     for stub in staging.glob(f"*{STUB_MARK}*.whl"):  # the sdists beside them are what installs
         stub.unlink()
     names = sorted(p.name for p in staging.iterdir() if p.suffix in (".whl", ".gz", ".zip"))
