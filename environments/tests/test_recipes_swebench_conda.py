@@ -273,3 +273,30 @@ def test_coverage_counts_instances_specs_and_what_stays_out(tmp_path, monkeypatc
     by = {(r.repo, r.version): r for r in rows_out}
     assert by[("django/django", "2.2")].verdict.startswith("unsupported: needs Python 3.5")
     assert list(by[("pydata/xarray", "2022.06")].excluded) == ["pydata__xarray-2022062"]
+
+
+def test_envs_names_a_row_whose_submodule_no_clone_holds(tmp_path, monkeypatch):
+    """astropy 1.3's shape: its base commit records astropy_helpers as a gitlink, which its
+    build checks out. Without a clone of astropy-helpers in the mirror the row is out, saying
+    which clone to add; with it, the row is in."""
+    pythons = tmp_path / "pythons" / "3.6.15" / "bin"
+    pythons.mkdir(parents=True)
+    (pythons / "python3").write_text("")
+    monkeypatch.setenv("DEEPSWE_HOST_PYTHONS", str(tmp_path / "pythons"))
+    mirror = tmp_path / "mirror"
+    helpers = _repo(mirror / "astropy__astropy-helpers", {"ah_bootstrap.py": "\n"})
+    url = "https://github.com/astropy/astropy-helpers.git"
+    gitmodules = f'[submodule "astropy_helpers"]\n\tpath = astropy_helpers\n\turl = {url}\n'
+    repo = mirror / "astropy__astropy"
+    _repo(repo, {".gitmodules": gitmodules, "setup.py": "\n"})
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{helpers},astropy_helpers")
+    git(repo, "commit", "-qm", "record the submodule")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (task,) = [swebench_row_to_task(_row("astropy/astropy", "1.3", base))]
+    (row,) = spec_rows([task], mirror)
+    assert row.verdict == "eligible" and row.excluded == {}
+    subprocess.run(["rm", "-rf", str(mirror / "astropy__astropy-helpers")], check=True)
+    (row,) = spec_rows([task], mirror)
+    want = f"a clone at {mirror}/astropy__astropy-helpers"
+    assert want in row.excluded[task.instance_id]
+    assert summary([row])["instances_eligible"] == 0

@@ -13,9 +13,9 @@ from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.config import ConfigError, EvalConfig
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus, RunStore
+from deepswe.reproduce.cli import app
 from deepswe.reproduce.tts.mixture import merge_pools, pick_tasks, shuffled, slot
 from deepswe.reproduce.tts.pipeline import model_available
-from deepswe.reproduce.cli import app
 from deepswe.verify.tts_config import TaskPick, load_tts_config
 
 ROOT = Path(__file__).resolve().parents[2]
