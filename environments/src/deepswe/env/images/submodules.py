@@ -47,7 +47,9 @@ def recorded(repo: Path, commit: str = "HEAD") -> list[Submodule]:
     for line in _git(repo, *cfg, check=False).stdout.splitlines():
         key, _, path = line.partition(" ")
         name = key[len("submodule.") : -len(".path")]
-        url = _git(repo, "config", "--blob", f"{commit}:.gitmodules", f"submodule.{name}.url")
+        url = _git(
+            repo, "config", "--blob", f"{commit}:.gitmodules", f"submodule.{name}.url", check=False
+        )
         tree = _git(repo, "ls-tree", commit, "--", path).stdout.split()
         if len(tree) >= 3 and tree[1] == "commit":
             found.append(Submodule(name, path, url.stdout.strip(), tree[2]))
