@@ -1,5 +1,6 @@
-"""The deepswe-eval command line: `run`, `report`, `view`, `grade` here; `validate`, `audit` and
-`health` in cli_checks.py; `envs` and `images` in cli_envs.py; what they share in cli_common.py.
+"""The deepswe-eval command line: `run` and `grade` here; `report` and `view` in cli_runs.py;
+`validate`, `audit` and `health` in cli_checks.py; `envs` and `images` in cli_envs.py; what they
+share in cli_common.py.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
 edited by `eval.a.b=value` overrides and by the flags below, in that order.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from deepswe.eval import cli_checks, cli_envs
+from deepswe.eval import cli_checks, cli_envs, cli_runs
 from deepswe.eval.cli_common import (
     CONFIG,
     DATASET,
@@ -183,55 +184,6 @@ def run(
 
 
 @app.command()
-def report(
-    run_dir: Path = typer.Argument(..., help="a run folder written by `run`"),
-    health: Path = HEALTH,
-) -> None:
-    """Rebuild metrics.json, report.md, plots and SWE-bench files from the stored episodes."""
-    from deepswe.eval.card import ProtocolMismatch, read_card
-    from deepswe.eval.report import build_report, summary_table
-    from deepswe.eval.store import RunStore
-    from deepswe.eval.swebench_io import write_swebench_files
-
-    store = RunStore(run_dir)
-    if not store.config_path.exists():
-        fail(f"{run_dir}: no config.json; not a run folder")
-    try:
-        card = read_card(store)
-    except ProtocolMismatch as exc:
-        fail(str(exc))
-    try:
-        tasks = load_dataset(card.dataset, card.instance_ids, None)
-        write_swebench_files(
-            store, tasks, card.runs, card.eval.policy.model or card.eval.policy.name
-        )
-    except typer.Exit:
-        typer.echo("note: dataset not loadable here; SWE-bench files not rewritten", err=True)
-    keep_health(health, store.root)
-    metrics = build_report(run_dir)
-    typer.echo(summary_table(metrics))
-
-
-@app.command()
-def view(
-    run_dir: Path = typer.Argument(..., help="a run folder written by `run`"),
-    out: Path = typer.Option(None, help="the HTML file to write (default: RUN_DIR/view.html)"),
-    serve: int = typer.Option(None, help="then serve it at http://127.0.0.1:PORT/ until Ctrl-C"),
-) -> None:
-    """Write one self-contained HTML page to browse the run's episodes: open it from disk, no
-    server or network needed."""
-    from deepswe.eval.viewer import serve as serve_page
-    from deepswe.eval.viewer import write_view
-
-    if not (run_dir / "episodes").is_dir() and not (run_dir / "config.json").exists():
-        fail(f"{run_dir}: no episodes/ and no config.json; not a run folder")
-    page = write_view(run_dir, out)
-    typer.echo(f"viewer: {page}")
-    if serve is not None:
-        serve_page(page, serve)
-
-
-@app.command()
 def grade(
     predictions: Path = typer.Option(..., help="predictions.jsonl (SWE-bench format)"),
     out: Path = typer.Option(..., help="folder for report.json files and summary.json"),
@@ -281,6 +233,8 @@ def grade(
 
 
 for _verb in (
+    cli_runs.report,
+    cli_runs.view,
     cli_checks.validate,
     cli_checks.audit,
     cli_checks.health,

@@ -5,14 +5,14 @@ task's N candidates drawn uniformly without replacement, i.e. the mean of `expec
 over all C(N, k) subsets. How each value is obtained (stated in the result):
 
 - ef, eb, oracle, random and the baselines select by the maximum of one key (ties shared):
-  counted exactly by `deepswe.eval.metrics.best_at_k`, keyed by the method's rank;
+  counted exactly by `deepswe.eval.estimators.best_at_k`, keyed by the method's rank;
 - hybrid and hybrid-curve: counted exactly by `_tiered` (levels of the cut key, a winner by the
   final key), O(levels * N^2) per k, so exact for any N: enumeration over C(N, k) subsets
   would take about a second per task at N = 16 in Python, and sampling would add noise.
   `enumerated_best_at_k` (the definition) checks it in the tests; `samples=` switches a curve
   to R2E-Gym's way (its notebook averages 1000 random subsets per k), seeded, count stated.
 
-Pass@k is the unbiased estimator `deepswe.eval.metrics.pass_at_k` beside it. A task with fewer
+Pass@k is the unbiased estimator `deepswe.eval.estimators.pass_at_k` beside it. A task with fewer
 than k candidates uses all of them (as R2E-Gym's notebook does: `size = min(total, idx)`); the
 number of such tasks is stated per point. The standard error is the sample std of the per-task
 values over sqrt(tasks), over tasks only (the sampling error of a sampled curve is not added).
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from deepswe.eval.metrics import best_at_k, pass_at_k
+from deepswe.eval.estimators import best_at_k, pass_at_k
 from deepswe.verify.select import METHODS, SINGLE_SCORE, Plan, pick, plan
 from deepswe.verify.types import Scores
 
