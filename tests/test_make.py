@@ -169,7 +169,7 @@ def test_make_reproduce_times_setup_then_runs_the_pipeline_on_the_profile():
 
 @pytest.mark.parametrize("profile", ["tiny", "deepswe-32b"])
 def test_make_health_measures_the_training_tasks_where_training_reads_the_manifest(profile):
-    """Training reads health.json beside data.path (deepswe.train.sources.spine.health_manifest):
+    """Training reads health.json beside data.path (deepswe.train.sources.task_list.health_manifest):
     `make health` measures that file's tasks and writes its manifest there."""
     import yaml
 

@@ -27,7 +27,7 @@ from deepswe.eval.config import EvalConfig
 from deepswe.eval.health import HealthError, load_manifest, quarantine
 from deepswe.eval.network import network_sign
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus
-from deepswe.train.sources.spine import healthy
+from deepswe.train.sources.task_list import healthy
 
 
 @pytest.mark.parametrize(

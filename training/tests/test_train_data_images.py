@@ -41,7 +41,7 @@ def test_training_stops_before_it_starts_naming_the_mirror(rows, tmp_path, capsy
 def test_training_leaves_out_a_task_strict_rules_refuse(tmp_path, capsys):
     """Its reward would be read from what its tests print: left out, said on stderr."""
     from deepswe.data.toy import make_toy_tasks
-    from deepswe.train.sources.spine import without_refused
+    from deepswe.train.sources.task_list import without_refused
 
     good, bad = make_toy_tasks(tmp_path, n=2)
     spec = bad.test_spec.model_copy(update={"command": "./tests/runtests.py admin_views"})

@@ -60,7 +60,7 @@ def data_problems(cfg: TrainConfig) -> list[str]:
     if cfg.data.source != "spine" or not cfg.data.path:
         return []
     from deepswe.data.errors import DataError
-    from deepswe.train.sources.spine import training_tasks
+    from deepswe.train.sources.task_list import training_tasks
 
     path = cfg.data.path
     if path.endswith((".jsonl", ".json", ".parquet")) and not Path(path).exists():
