@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,13 +23,20 @@ def _path(tag: str) -> Path:
 
 
 def record_build(tag: str, seconds: float) -> None:
-    """Keep that building `tag` took `seconds` here (replaces an earlier record)."""
+    """Keep that building `tag` took `seconds` here (replaces an earlier record). Several
+    threads or processes may finish the same image at once (a training step's parallel
+    rollouts): each writes its own temporary file and the last rename wins. A record that
+    cannot be written is left out; it never fails the build it describes."""
     path = _path(tag)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     record = {"tag": tag, "build_s": round(seconds, 1), "built_at": time.time()}
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(record))
+        os.replace(tmp, path)
+    except OSError:
+        return
 
 
 def build_seconds(tag: str) -> float | None:
