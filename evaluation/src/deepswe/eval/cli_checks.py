@@ -23,6 +23,7 @@ from deepswe.eval.cli_common import (
     fail,
     read_config,
     say_unsupported,
+    task_set_flags,
     tasks_to_check,
 )
 
@@ -54,13 +55,8 @@ def validate(
         config,
         overrides,
         {
-            "dataset": dataset,
+            **task_set_flags(dataset, workers, sandbox, repo_mirror, swebench_env, r2e_env),
             "baseline_runs": rounds,
-            "workers": workers,
-            "sandbox_backend": sandbox,
-            "repo_mirror": str(repo_mirror) if repo_mirror else None,
-            "swebench_env": swebench_env,
-            "r2e_env": r2e_env,
         },
     )
     tasks, unsupported = tasks_to_check(cfg, ids, limit)
@@ -113,14 +109,7 @@ def audit(
     cfg = read_config(
         config,
         overrides,
-        {
-            "dataset": dataset,
-            "workers": workers,
-            "sandbox_backend": sandbox,
-            "repo_mirror": str(repo_mirror) if repo_mirror else None,
-            "swebench_env": swebench_env,
-            "r2e_env": r2e_env,
-        },
+        task_set_flags(dataset, workers, sandbox, repo_mirror, swebench_env, r2e_env),
     )
     result = _manifest(cfg, out, ids, limit, attacks or None)
     s = result.summary
@@ -172,12 +161,7 @@ def health(
         config,
         overrides,
         {
-            "dataset": dataset,
-            "workers": workers,
-            "sandbox_backend": sandbox,
-            "repo_mirror": str(repo_mirror) if repo_mirror else None,
-            "swebench_env": swebench_env,
-            "r2e_env": r2e_env,
+            **task_set_flags(dataset, workers, sandbox, repo_mirror, swebench_env, r2e_env),
             "baseline_runs": rounds or 3,
         },
     )

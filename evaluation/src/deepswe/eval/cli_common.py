@@ -58,6 +58,26 @@ def read_config(config: Path | None, overrides: list[str] | None, edits: dict[st
         fail(str(exc))
 
 
+def task_set_flags(
+    dataset: str | None,
+    workers: int | None,
+    sandbox: str | None,
+    repo_mirror: Path | None,
+    swebench_env: str | None,
+    r2e_env: str | None,
+) -> dict[str, Any]:
+    """The eval-config fields that the verbs over a task set (validate, audit, health) take as
+    flags, named as the config names them; None where the flag was not given."""
+    return {
+        "dataset": dataset,
+        "workers": workers,
+        "sandbox_backend": sandbox,
+        "repo_mirror": str(repo_mirror) if repo_mirror else None,
+        "swebench_env": swebench_env,
+        "r2e_env": r2e_env,
+    }
+
+
 def load_dataset(name: str, ids: list[str] | None, limit: int | None):
     """Tasks of `name`, in a stable order, narrowed by --ids then --limit."""
     from deepswe.data.datasets import load_tasks
