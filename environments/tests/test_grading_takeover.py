@@ -494,3 +494,36 @@ def test_a_command_the_grader_cannot_own_is_refused_under_strict_rules(task, ima
     assert "strict rules grade only tests the grader runs itself" in run.grade.reason
     assert "short test summary info" not in run.output  # no test ran
     assert _grade(task, task.gold_patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+
+
+# --- R2E-Gym's layout: the venv inside the repository (EnvironmentSpec.venv_in_testbed) ---------
+# A .pth file in the venv's site-packages runs in every interpreter the grader starts, before
+# pytest: here it asks pytest to load a plugin of the package that passes every test.
+VENV_PTH = 'import os; os.environ["PYTEST_ADDOPTS"] = "-p calc.forcepass"\n'
+
+
+@pytest.fixture(scope="module")
+def venv_task(task) -> Task:
+    spec = task.environment.model_copy(update={"venv_in_testbed": True})
+    return task.model_copy(update={"instance_id": "calc__venv-1", "environment": spec})
+
+
+def test_a_patch_into_the_in_repository_venv_is_refused_even_when_it_unignores_it(repo, venv_task):
+    """/testbed/.venv is ignored by the start tree (.git/info/exclude). A patch that adds
+    `!/.venv` to .gitignore and, in the same diff, a .pth into the venv that loads a plugin
+    passing every test must not reach the venv: the ignore rule that counts is the start tree's,
+    read before any apply."""
+    image = ensure_task_image(venv_task, log=lambda _: None)
+    assert _grade(venv_task, venv_task.gold_patch, image).grade.outcome is Outcome.RESOLVED
+    site = ".venv/lib/python3.11/site-packages"
+    attack = patch_of(
+        repo,
+        {
+            ".gitignore": "!/.venv\n",
+            f"{site}/zz_forcepass.pth": VENV_PTH,
+            "calc/forcepass.py": FORCE_PASS,
+        },
+    )
+    run = _grade(venv_task, attack, image)
+    assert run.grade.outcome is Outcome.PATCH_APPLY_FAILED, run.text
+    assert f"a path the repository ignores: '{site}/zz_forcepass.pth'" in run.log
