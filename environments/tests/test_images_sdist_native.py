@@ -15,13 +15,13 @@ import pytest
 from packaging.requirements import Requirement
 
 from deepswe.env.images import WheelDownloadError, download_wheels, manylinux_platforms
+from deepswe.env.images.markers import for_target
 from deepswe.env.images.sdist_native import (
     DEFAULT_BUILD_REQUIRES,
     IndexFile,
     NativeBuildUnavailable,
     build_requires,
     era,
-    for_target,
     pick_sdist,
     pip_for,
 )
@@ -97,7 +97,7 @@ def test_markers_are_decided_for_the_target_not_the_host():
         'numpy==1.21.6; python_version=="3.11"',
         "wheel",
     ]
-    assert for_target(reqs, "3.6") == ["numpy==1.13.3", "wheel"]
+    assert [for_target(r, "3.6") for r in reqs] == ["numpy==1.13.3", None, "wheel"]
 
 
 def test_the_tools_date_is_the_uploads_or_the_targets_release_if_later():

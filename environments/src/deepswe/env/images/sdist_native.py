@@ -37,12 +37,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import Version
 
+from deepswe.env.images.markers import for_target
 from deepswe.env.images.recipe import cache_root
 from deepswe.env.images.sdist_fallback import (
     PIP_TIMEOUT_S,
@@ -179,26 +179,6 @@ def build_requires(sdist: Path) -> list[str]:
     return list(requires) if requires is not None else list(DEFAULT_BUILD_REQUIRES)
 
 
-def for_target(requirements: list[str], python_version: str) -> list[str]:
-    """`requirements` with markers decided for the target Python (the host's pip would decide
-    them for its own), those that do not apply dropped."""
-    env = dict(default_environment())
-    full = requires_python_version(python_version)
-    env.update(python_version=python_version, python_full_version=full)
-    out = []
-    for line in requirements:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            out.append(line)
-            continue
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
-        req.marker = None
-        out.append(str(req))
-    return out
-
-
 def era(upload_time: str | None, python_version: str) -> str | None:
     """The index date for the build tools: the sdist's upload, or the target's release if later
     (ISO 8601 in UTC, to the second, as pip's --uploaded-prior-to reads it)."""
@@ -264,7 +244,7 @@ def build_native_wheel(
     src = work / "sdist"
     src.mkdir(parents=True, exist_ok=True)
     sdist = _fetch(chosen, src)
-    tools = for_target(build_requires(sdist), python_version)
+    tools = [t for r in build_requires(sdist) if (t := for_target(r, python_version))]
     date = era(chosen.upload_time, python_version)
     deps = work / "build-deps"
     args = ["download", "--only-binary=:all:", "--implementation", "cp"]
@@ -331,7 +311,6 @@ __all__ = [
     "build_native_wheel",
     "build_requires",
     "era",
-    "for_target",
     "index_files",
     "pick_sdist",
     "pip_for",

@@ -24,6 +24,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deepswe.env.images.markers import for_target
+
 _COMMENT = re.compile(r"(^|\s)#.*$")
 _OPTION_WITH_FILE = {"-r": "r", "--requirement": "r", "-c": "c", "--constraint": "c"}
 
@@ -77,34 +79,6 @@ def _name(requirement: str) -> str:
         return canonicalize_name(Requirement(requirement).name)
     except InvalidRequirement:
         return ""
-
-
-def for_target(requirement: str, python: str) -> str | None:
-    """`requirement` without its marker when the marker holds on CPython `python` on Linux;
-    None when it does not hold. Lines that are not requirements (URLs, paths) stay as they are."""
-    from packaging.markers import default_environment
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:
-        req = Requirement(requirement)
-    except InvalidRequirement:
-        return requirement
-    if req.marker is not None:
-        env = default_environment()
-        env.update(
-            python_version=python,
-            python_full_version=f"{python}.0",
-            sys_platform="linux",
-            platform_system="Linux",
-            os_name="posix",
-            platform_python_implementation="CPython",
-            implementation_name="cpython",
-            extra="",
-        )
-        if not req.marker.evaluate(env):
-            return None
-        req.marker = None
-    return str(req)
 
 
 def read_requirements(
