@@ -295,3 +295,20 @@ def test_a_later_package_step_is_fitted_to_what_earlier_steps_installed(tmp_path
     steps = pip_steps(attempt, repo, head)
     assert steps[1] == ["--upgrade", "pytest==8.1.1"]
     assert steps[2][0] == "pytest==8.1.1" and "pytest-asyncio" in steps[2]
+
+
+def test_a_clone_missing_part_of_the_base_tree_is_refused_before_any_build(tmp_path, host_pythons):
+    """A snapshot or partial clone without a blob of the base commit's own tree: no cut can
+    save that row, so the recipe says so (and `envs` lists it) instead of a build failing
+    minutes later. Objects missing only from older commits are the history cut's business."""
+    row = _tasks()["orange3_2d9617bd"]
+    files = {"requirements-core.txt": "", "requirements-gui.txt": "", "requirements-sql.txt": ""}
+    mirror, row = _mirror_for(tmp_path, row, {**files, "data.txt": "only here\n"})
+    repo = mirror / row.repo.replace("/", "__")
+    blob = git(repo, "rev-parse", f"{row.base_commit}:data.txt").strip()
+    assert build_from_source(row, mirror).environment is not None
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    with pytest.raises(
+        R2EUnsupported, match=rf"lacks objects of the base commit's own tree \(e.g. {blob}\)"
+    ):
+        build_from_source(row, mirror)

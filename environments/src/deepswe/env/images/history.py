@@ -47,6 +47,32 @@ def _missing(repo: Path) -> list[str]:
     return [line[1:] for line in out.splitlines() if line.startswith("?")]
 
 
+def base_tree_gap(repo: Path, commit: str) -> str | None:
+    """An object of `commit`'s own tree that `repo` lacks, or None when the tree is whole (or
+    `commit` is not there: the callers' commit checks say that). No row on such a base can be
+    built from this clone, whatever is cut: the recipes refuse it before any build (envs lists
+    it), naming the object. Never fetches (--missing=print turns a promisor's lazy fetch off)."""
+    res = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--objects", "--missing=print", "--no-walk", commit],
+        capture_output=True,
+        text=True,
+    )
+    if res.returncode != 0:
+        return None
+    return next((ln[1:] for ln in res.stdout.splitlines() if ln.startswith("?")), None)
+
+
+def lacks_base_tree(repo: Path, commit: str) -> str | None:
+    """The refusal's words for a clone missing part of `commit`'s tree, or None."""
+    gap = base_tree_gap(repo, commit)
+    if gap is None:
+        return None
+    return (
+        f"the clone at {repo} lacks objects of the base commit's own tree (e.g. {gap}); "
+        "fetch them into it (git fetch --refetch) or point the mirror at a complete clone"
+    )
+
+
 def _shallow_at(repo: Path, commit: str, before: str | None) -> None:
     """Make `commit` a root of HEAD's history: .git/shallow lists every kept commit (reachable
     from HEAD but not from `commit`'s parents) that has a parent outside the kept ones, plus the

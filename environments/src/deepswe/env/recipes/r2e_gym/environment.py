@@ -37,6 +37,7 @@ import subprocess
 from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource
+from deepswe.env.images.history import lacks_base_tree
 from deepswe.env.images.submodules import missing as missing_submodules
 from deepswe.env.recipes import UnsupportedEnv
 from deepswe.env.recipes.r2e_gym.recipes import (
@@ -245,6 +246,8 @@ def build_from_source(task: Task, mirror: Path | None) -> Task:
     if not repo_dir.is_dir():
         raise R2EEnvError(f"{task.instance_id}: no clone of {task.repo} at {repo_dir}")
     _check_commit(task, repo_dir)
+    if gap := lacks_base_tree(repo_dir, task.base_commit):
+        raise R2EUnsupported(f"{task.instance_id}: {gap}")
     if recipe.needs_submodules:
         subs = missing_submodules(repo_dir, task.base_commit, repo_dir.absolute().parent)
         if subs:

@@ -63,6 +63,7 @@ def spec_rows(tasks: list[Task], mirror: Path | None, all_specs: bool = False) -
 
 
 def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | None) -> SpecRow:
+    from deepswe.env.images.history import lacks_base_tree
     from deepswe.env.images.submodules import missing as missing_submodules
     from deepswe.env.recipes.swebench.downloads import UnservedDownload, build_downloads
     from deepswe.env.recipes.swebench.environment import (
@@ -103,6 +104,9 @@ def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | 
                     left_out_needed(t, specs, repo_dir)
                 except UnsupportedEnv as exc:
                     excluded[t.instance_id] = str(exc).split(": ", 1)[-1]
+                gap = lacks_base_tree(repo_dir, t.base_commit)
+                if gap and t.instance_id not in excluded:
+                    excluded[t.instance_id] = "the clone lacks objects of the base tree"
                 lacking = missing_submodules(repo_dir, t.base_commit, repo_dir.absolute().parent)
                 if lacking and t.instance_id not in excluded:
                     excluded[t.instance_id] = "submodules no clone here holds: " + "; ".join(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, Task, TaskSource, TestSpec
 from deepswe.env.images.grading_wheels import GRADING_WHEELS
+from deepswe.env.images.history import lacks_base_tree
 from deepswe.env.images.submodules import missing as missing_submodules
 from deepswe.env.recipes.swebench.conda import needs_left_out
 from deepswe.env.recipes.swebench.downloads import UnservedDownload, build_downloads
@@ -115,6 +116,8 @@ def environment_for(
         built = build_downloads(task, repo_dir, mirror)
     except UnservedDownload as exc:
         raise UnsupportedEnv(f"{task.instance_id}: {exc}") from None
+    if repo_dir is not None and (gap := lacks_base_tree(repo_dir, task.base_commit)):
+        raise UnsupportedEnv(f"{task.instance_id}: {gap}")
     if repo_dir is not None:  # checked out from clones beside repo_dir (images/submodules.py)
         lacking = missing_submodules(repo_dir, task.base_commit, repo_dir.absolute().parent)
         if lacking:
