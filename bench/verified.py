@@ -22,11 +22,20 @@ random.Random(S) over instance ids in sorted order). Each row's result is kept i
 skips the rows already there but unsupported ones (--retry-failed redoes those that failed to
 build too), so a long run resumes where it stopped. After the rows: the image budget, each
 layer's MB measured on the rows built and extrapolated to every eligible row of verified.jsonl
-(verified_budget.py). Rows whose tests need the internet (NEEDS_NETWORK) are listed, not graded,
-unless --network.
+(verified_budget.py).
+
+Network: a graded row whose gold fails with a line showing its tests reached for the internet
+(deepswe.eval.network, the detector health uses) is reported `needs_network` with that line. The
+rows already known to (NEEDS_NETWORK) are listed, not graded, unless --network: offline each of
+their requests waits out the resolver, and gold and empty both run.
+
+Fresh draws: --exclude-named draws outside every instance id this repository's tracked files
+name (earlier draws, tables, tests); --mirrored-only draws among the repositories that have a
+clone under mirror/ (the others are named).
 
 Run: DEEPSWE_VERIFIED_DIR=/data/verified .venv/bin/python bench/verified.py [--ids ID ...]
-     [--draw 41 --seed 27] [--out runs/bench-verified] [--retry-failed] [--network]
+     [--draw 41 --seed 27 [--exclude-named] [--mirrored-only]] [--out runs/bench-verified]
+     [--retry-failed] [--network]
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,8 +71,8 @@ DEFAULT_IDS = [
 ]
 
 
-# Rows whose tests need the internet (evaluation/README.md): offline, a request hangs until
-# the sandbox's command timeout, twice (gold and empty). Recorded as skipped, not graded.
+# Rows known to need the internet (evaluation/README.md), found by the detector when graded
+# (--network); skipped otherwise: offline, each request waits out the resolver, twice.
 NEEDS_NETWORK = {
     "psf__requests-1724": "its tests reach httpbin.org",
     "psf__requests-1766": "its tests reach httpbin.org",
@@ -79,6 +89,19 @@ REFERENCE_GOLD_FAILS = {
     "astropy's own enable_deprecations_as_exceptions; NumPy 1.24+",
     "astropy__astropy-8872": "distutils' deprecation raised as an error; NumPy 1.24+",
 }  # all three: SWE-bench/SWE-bench issue 484 (2025-10-16)
+
+
+def named_in_repository() -> set[str]:
+    """Every SWE-bench-style instance id this repository's tracked files name (earlier draws,
+    tables, tests): `--exclude-named` draws outside them."""
+    out = subprocess.run(
+        ["git", "grep", "-ohE", r"[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-[0-9]+"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(out.split())
 
 
 def draw(ids_by_repo: dict[str, list[str]], n: int, seed: int) -> list[str]:
@@ -122,6 +145,7 @@ def one(row: dict, mirror: Path, folder: Path) -> dict:
         specs_for,
     )
     from deepswe.env.sandbox import SandboxLimits
+    from deepswe.eval.network import network_sign
 
     task = swebench_row_to_task(row)
     res: dict = {"instance_id": task.instance_id, "repo": task.repo, "version": task.version}
@@ -161,6 +185,9 @@ def one(row: dict, mirror: Path, folder: Path) -> dict:
             task, patch, log, folder / f"{name}_test_output.txt"
         )
     res["status"] = "ok" if (res["gold"], res["empty"]) == ("resolved", "unresolved") else "wrong"
+    sign = network_sign((folder / "gold.log").read_text()) if res["gold"] != "resolved" else None
+    if sign:  # found by the detector (deepswe.eval.network), not by a list
+        res.update(status="needs_network", why=f"detected: {sign}")
     res["agrees"] = (res["gold"] == "resolved") == res["gold_swebench_resolved"] and (
         res["empty"] == "resolved"
     ) == res["empty_swebench_resolved"]
@@ -195,6 +222,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/bench-verified"))
     ap.add_argument("--retry-failed", action="store_true", help="redo rows that failed to build")
     ap.add_argument("--network", action="store_true", help="grade NEEDS_NETWORK rows too")
+    ap.add_argument(
+        "--exclude-named", action="store_true", help="draw outside every id this repository names"
+    )
+    ap.add_argument(
+        "--mirrored-only",
+        action="store_true",
+        help="draw only among repositories with a clone under mirror/",
+    )
     args = ap.parse_args()
     root = os.environ.get("DEEPSWE_VERIFIED_DIR")
     if not root:
@@ -208,6 +243,14 @@ def main() -> None:
     by_repo: dict[str, list[str]] = {}
     for iid, row in rows.items():
         by_repo.setdefault(row["repo"], []).append(iid)
+    if args.exclude_named:
+        named = named_in_repository()
+        by_repo = {r: [i for i in ids if i not in named] for r, ids in by_repo.items()}
+    if args.mirrored_only:
+        held = {r for r in by_repo if (Path(root) / "mirror" / r.replace("/", "__")).is_dir()}
+        print(f"repositories without a clone, left out of the draw: {sorted(set(by_repo) - held)}")
+        by_repo = {r: ids for r, ids in by_repo.items() if r in held}
+    by_repo = {r: ids for r, ids in by_repo.items() if ids}
     ids = draw(by_repo, args.draw, args.seed) if args.draw else (args.ids or DEFAULT_IDS)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ids.json").write_text(json.dumps(ids, indent=1))
