@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deepswe.eval.config import ConfigError, load_eval_config, read_profile
+from deepswe.data.profile import read_profile
+from deepswe.eval.config import ConfigError, load_eval_config
 
 
 def test_a_profile_that_is_not_a_mapping_of_sections_is_named(tmp_path):

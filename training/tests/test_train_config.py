@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deepswe.data.profile import parse_override
 from deepswe.train.backends import BACKENDS
-from deepswe.train.config import ConfigError, load_config, parse_override, validate
+from deepswe.train.config import ConfigError, load_config, validate
 from deepswe.train.trainer import check_runnable
 
 ROOT = Path(__file__).resolve().parents[2]

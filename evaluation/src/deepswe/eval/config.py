@@ -13,18 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from deepswe.data.profile import ConfigError, load_section, validate_section
 from deepswe.data.task import Task
 from deepswe.env.agent.loop import EpisodeLimits
 from deepswe.env.policies import PolicySpec
 from deepswe.env.sandbox import SandboxLimits
-
-
-class ConfigError(ValueError):
-    """A profile or an override is invalid; the message names the file and each bad key.
-    (deepswe.train's profile loader raises it too.)"""
 
 
 class EvalConfig(BaseModel):
@@ -111,84 +106,25 @@ def protocol_values(cfg: EvalConfig) -> dict[str, Any]:
     return out
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`a.b=value` -> (["a", "b"], value parsed as YAML: numbers, bools, lists...)."""
-    key, sep, raw = text.partition("=")
-    parts = key.strip().split(".")
-    if not sep or not key.strip() or any(not p for p in parts):
-        raise ConfigError(f"override {text!r}: want key.path=value")
-    return parts, yaml.safe_load(raw) if raw.strip() else ""
-
-
-def set_path(data: dict[str, Any], path: list[str], value: Any, text: str) -> None:
-    """`data[path[0]][path[1]]... = value`, creating sections; `text` names the override."""
-    node = data
-    for part in path[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override {text!r}: {part!r} is not a section")
-        node = child
-    node[path[-1]] = value
-
-
-def read_profile(path: str | Path) -> dict[str, Any]:
-    """The top-level mapping of a YAML profile; ConfigError naming the file when it is not one."""
-    try:
-        doc = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: want a mapping of sections at the top level")
-    return doc
-
-
 def load_eval_config(
     profile: str | Path | None, overrides: list[str] = (), edits: dict[str, Any] | None = None
 ) -> EvalConfig:  # type: ignore[assignment]
-    """The validated `eval:` section of `profile` (defaults when None), `overrides` applied in
-    order, then `edits` (dotted key -> value, from command-line flags)."""
-    data: dict[str, Any] = {}
-    where = "defaults"
-    if profile is not None:
-        where = str(profile)
-        doc = read_profile(profile)
-        if not isinstance(doc.get("eval", {}), dict):
-            raise ConfigError(f"{profile}: want a mapping with an `eval:` section")
-        data = dict(doc.get("eval") or {})
-    for text in overrides:
-        keys, value = parse_override(text)
-        set_path(data, keys[1:] if keys[0] == "eval" and len(keys) > 1 else keys, value, text)
-    for key, value in (edits or {}).items():
-        set_path(data, key.split("."), value, f"--{key}")
-    return validate_eval_config(data, where)
+    """The validated `eval:` section of `profile` (defaults when None), `overrides` (full dotted
+    paths, eval.a.b=v) applied in order, then `edits` (dotted key -> value, from command-line
+    flags): deepswe.data.profile's one loader."""
+    return load_section(profile, "eval", EvalConfig, overrides, edits)
 
 
 def validate_eval_config(data: dict[str, Any], where: str) -> EvalConfig:
-    try:
-        return EvalConfig.model_validate(data)
-    except ValidationError as exc:
-        raise config_error(where, exc, "eval") from None
-
-
-def config_error(where: str, exc: ValidationError, section: str = "") -> ConfigError:
-    """One line per bad key, named by its dotted path (under `section`), with what is wrong."""
-    lines = []
-    for err in exc.errors():
-        key = ".".join([*([section] if section else []), *(str(p) for p in err["loc"])])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"{key or '<root>'}: {msg}")
-    return ConfigError(f"{where}: invalid config:\n  " + "\n  ".join(lines))
+    return validate_section(EvalConfig, data, where, "eval")
 
 
 __all__ = [
     "PROTOCOL",
     "ConfigError",
     "EvalConfig",
-    "config_error",
     "load_eval_config",
-    "parse_override",
     "protocol_values",
-    "set_path",
     "validate_eval_config",
     "with_grading_rules",
 ]

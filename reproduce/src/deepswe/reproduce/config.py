@@ -8,17 +8,11 @@ preflight's thresholds. Unknown keys are refused by name, like every section.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from deepswe.eval.config import (
-    ConfigError,
-    config_error,
-    parse_override,
-    read_profile,
-    set_path,
-)
+from deepswe.data.profile import load_section
 
 
 class _Section(BaseModel):
@@ -86,14 +80,4 @@ class ReproduceConfig(_Section):
 def load_reproduce_config(path: str | Path, overrides: list[str] = ()) -> ReproduceConfig:
     """The validated `reproduce:` section of profile `path`, `overrides` (reproduce.a.b=v)
     applied; ConfigError naming the file and the field otherwise."""
-    doc: dict[str, Any] = read_profile(path)
-    for text in overrides:
-        keys, value = parse_override(text)
-        set_path(doc, keys, value, text)
-    section = doc.get("reproduce") or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"{path}: `reproduce:` must be a mapping")
-    try:
-        return ReproduceConfig.model_validate(section)
-    except ValidationError as e:
-        raise config_error(str(path), e, "reproduce") from None
+    return load_section(path, "reproduce", ReproduceConfig, overrides)

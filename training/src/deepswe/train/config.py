@@ -10,18 +10,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from deepswe.data.profile import (
+    ConfigError,  # noqa: F401 - re-exported: the training CLI and trainer catch it from here
+    load_section,
+    validate_section,
+)
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.env.tools.scaffold import Scaffold
-from deepswe.eval.config import (
-    ConfigError,  # noqa: F401 - re-exported: the training CLI and trainer catch it from here
-    EvalConfig,
-    config_error,
-    parse_override,
-    read_profile,
-    set_path,
-)
+from deepswe.eval.config import EvalConfig
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import MegatronOptions, ParallelConfig
@@ -201,20 +199,13 @@ class TrainConfig(_Section):
 
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> TrainConfig:  # type: ignore[assignment]
-    """The validated config of YAML file `path` with `overrides` applied in order."""
-    path = Path(path)
-    data = read_profile(path)
-    for text in overrides:
-        keys, value = parse_override(text)
-        set_path(data, keys, value, text)
-    return validate(data, str(path))
+    """The validated config of YAML file `path` (the whole profile) with `overrides` (full
+    dotted paths) applied in order: deepswe.data.profile's one loader."""
+    return load_section(Path(path), None, TrainConfig, overrides)
 
 
 def validate(data: dict[str, Any], where: str) -> TrainConfig:
-    try:
-        return TrainConfig.model_validate(data)
-    except ValidationError as e:
-        raise config_error(where, e) from None
+    return validate_section(TrainConfig, data, where)
 
 
 def resolved(cfg: TrainConfig) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from deepswe.eval.config import config_error, parse_override, read_profile, set_path
+from deepswe.data.profile import load_section
 from deepswe.train.rollout import ChatRenderer, TokenSequence, build_sequence
 from deepswe.train.sft import sequence_loss
 from deepswe.verify.ef.judge_data import JudgeRow
@@ -66,14 +66,7 @@ class JudgeSFTConfig(BaseModel):
 
 
 def load_judge_config(path: str | Path, overrides: Sequence[str] = ()) -> JudgeSFTConfig:
-    data = read_profile(path)
-    for text in overrides:
-        keys, value = parse_override(text)
-        set_path(data, keys, value, text)
-    try:
-        return JudgeSFTConfig.model_validate(data)
-    except ValidationError as e:
-        raise config_error(str(path), e) from None
+    return load_section(path, None, JudgeSFTConfig, overrides)
 
 
 def judge_sequence(row: JudgeRow, renderer: ChatRenderer) -> TokenSequence:

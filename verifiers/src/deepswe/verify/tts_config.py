@@ -10,19 +10,12 @@ the file and the dotted key, as deepswe.eval.config does.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from deepswe.eval.config import (
-    ConfigError,
-    EvalConfig,
-    config_error,
-    parse_override,
-    read_profile,
-    set_path,
-    validate_eval_config,
-)
+from deepswe.data.profile import apply_overrides, read_profile, validate_section
+from deepswe.eval.config import EvalConfig, validate_eval_config
 
 # model: the eval policy's own episodes; the rest are made from the gold patch (tts/kinds.py)
 KINDS = (
@@ -171,17 +164,7 @@ class TTSConfig(BaseModel):
 def load_tts_config(profile: str | Path, overrides: list[str] = ()) -> tuple[TTSConfig, EvalConfig]:  # type: ignore[assignment]
     """(tts section, eval section) of `profile` with `tts.*` / `eval.*` overrides applied."""
     doc = read_profile(profile)
-    sections: dict[str, Any] = {
-        "tts": dict(doc.get("tts") or {}),
-        "eval": dict(doc.get("eval") or {}),
-    }
-    for text in overrides:
-        keys, value = parse_override(text)
-        if keys[0] not in sections or len(keys) < 2:
-            raise ConfigError(f"override {text!r}: want tts.<key>=value or eval.<key>=value")
-        set_path(sections[keys[0]], keys[1:], value, text)
-    try:
-        tts = TTSConfig.model_validate(sections["tts"])
-    except ValidationError as exc:
-        raise config_error(str(profile), exc, "tts") from None
+    sections = {name: dict(doc.get(name) or {}) for name in ("tts", "eval")}
+    apply_overrides(sections, overrides, list(sections))
+    tts = validate_section(TTSConfig, sections["tts"], str(profile), "tts")
     return tts, validate_eval_config(sections["eval"], str(profile))
