@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from deepswe.env.trajectory import Ending
 from deepswe.train.config import ConfigError, TrainConfig, validate
@@ -124,6 +125,21 @@ def test_resume_refuses_a_different_config(model_dir, tmp_path):
     # The sft section made model.path before the run (and older run folders have none).
     warm = text_cfg(model_dir, steps=2).model_copy(update={"sft": SFTConfig(epochs=1)})
     Trainer.setup(warm, tmp_path / "r", resume=True).close()
+    # A run folder from before a field existed (episode.prompt_variant came with EpisodeLimits
+    # embedded): absent there and at its default now is not a change; another value is.
+    saved = tmp_path / "r" / "config.yaml"
+    doc = yaml.safe_load(saved.read_text())
+    del doc["episode"]["prompt_variant"]
+    saved.write_text(yaml.safe_dump(doc))
+    Trainer.setup(text_cfg(model_dir, steps=2), tmp_path / "r", resume=True).close()
+    doc["episode"].pop("prompt_variant", None)
+    saved.write_text(yaml.safe_dump(doc))
+    other = text_cfg(model_dir, steps=2)
+    other = other.model_copy(
+        update={"episode": other.episode.model_copy(update={"prompt_variant": "eval"})}
+    )
+    with pytest.raises(ConfigError, match="in: episode.prompt_variant"):
+        Trainer.setup(other, tmp_path / "r", resume=True)
 
 
 def test_old_logprobs_recomputed_or_taken_from_the_engine(model_dir, tmp_path):

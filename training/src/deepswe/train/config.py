@@ -17,8 +17,9 @@ from deepswe.data.profile import (
     load_section,
     validate_section,
 )
+from deepswe.env.agent.loop import EpisodeLimits
+from deepswe.env.agent.prompts import Variant
 from deepswe.env.sandbox import SandboxLimits
-from deepswe.env.tools.scaffold import Scaffold
 from deepswe.eval.config import EvalConfig
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
@@ -99,17 +100,31 @@ class RolloutConfig(_Section):
     )
 
 
-class EpisodeConfig(_Section):
-    max_steps: int = Field(50, ge=1, description="agent steps per training episode (rLLM 50)")
-    action_timeout_s: float = Field(90.0, gt=0, description="per tool call")
-    model_timeout_s: float = Field(600.0, gt=0, description="per model call")
-    wall_timeout_s: float = Field(5400.0, gt=0, description="per trajectory")
+class EpisodeConfig(EpisodeLimits):
+    """A training episode: the env's EpisodeLimits itself (one model for evaluation and
+    training), with training's defaults (rLLM's 50 steps and short prompt), plus the reward run
+    and the sandbox."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_steps: int = Field(50, gt=0, description="agent steps per training episode (rLLM 50)")
+    max_context_tokens: int | None = Field(  # type: ignore[assignment]
+        None,
+        gt=0,
+        description="None: rollout.max_prompt_tokens + rollout.max_response_tokens, rLLM's "
+        "bound on a trajectory (4,096 + 32,768)",
+    )
+    prompt_variant: Variant = Field("train", description="train: rLLM's prompt; eval: R2E-Gym's")
     reward_timeout_s: float | None = Field(300.0, gt=0, description="hidden-test run; None: task's")
     sandbox_backend: str = Field("docker", description="deepswe.env sandbox backend")
     sandbox: SandboxLimits = Field(default_factory=SandboxLimits)
-    scaffold: Scaffold = Field(
-        "deepswe", description="r2e-gym: R2E-Gym's observable behaviour; deepswe: clearer messages"
-    )
+
+    def limits(self, rollout: RolloutConfig) -> EpisodeLimits:
+        """The EpisodeLimits an episode runs under, its context bound filled from `rollout`."""
+        fields = self.model_dump(include=set(EpisodeLimits.model_fields))
+        if fields["max_context_tokens"] is None:
+            fields["max_context_tokens"] = rollout.max_prompt_tokens + rollout.max_response_tokens
+        return EpisodeLimits(**fields)
 
 
 class EngineConfig(_Section):

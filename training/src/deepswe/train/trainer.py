@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 import yaml
+from pydantic import BaseModel
 
 from deepswe.env.trajectory import Trajectory
 from deepswe.train.algos import (
@@ -299,6 +300,20 @@ _RESUMABLE_CHANGES = {
 }
 
 
+def _default_of(cfg: TrainConfig, section: str, key: str) -> Any:
+    """The default of `section.key` as the saved config would hold it (plain data)."""
+    model = getattr(cfg, section, None)
+    field = type(model).model_fields.get(key) if isinstance(model, BaseModel) else None
+    if field is None or field.is_required():
+        return _NO_DEFAULT
+    value = field.get_default(call_default_factory=True)
+    value = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    return yaml.safe_load(yaml.safe_dump(value))
+
+
+_NO_DEFAULT = object()
+
+
 def _check_resume_config(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
     """A resumed run must use the config it started with (run.steps may grow; the scheduler
     may change)."""
@@ -319,6 +334,8 @@ def _check_resume_config(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
         for s in new
         for k in set(new[s]) | set(old.get(s, {}))
         if new[s].get(k) != old.get(s, {}).get(k)
+        # a field added since the run started, at its default: the behaviour it started with
+        and not (k not in old.get(s, {}) and new[s].get(k) == _default_of(cfg, s, k))
     )
     if diff:
         raise ConfigError(f"--resume: the config differs from {saved} in: {', '.join(diff)}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from deepswe.data.task import Task
-from deepswe.env.agent.loop import EpisodeLimits
 from deepswe.env.episode import run_task
 from deepswe.env.policies import Policy
 from deepswe.env.trajectory import Trajectory
@@ -18,18 +17,7 @@ class SpineSource:
     def __init__(self, cfg: Any, tasks: list[Task] | None = None) -> None:
         self.cfg = cfg
         self._tasks = tasks
-        ep, ro = cfg.episode, cfg.rollout
-        self.limits = EpisodeLimits(
-            max_steps=ep.max_steps,
-            # rLLM bounds a trajectory by prompt + response length (4,096 + 32,768 tokens).
-            max_context_tokens=ro.max_prompt_tokens + ro.max_response_tokens,
-            action_timeout_s=ep.action_timeout_s,
-            model_timeout_s=ep.model_timeout_s,
-            wall_timeout_s=ep.wall_timeout_s,
-            prompt_variant="train",
-            keep_thinking=True,  # one token sequence per trajectory: the history as sampled
-            scaffold=ep.scaffold,
-        )
+        self.limits = cfg.episode.limits(cfg.rollout)  # keep_thinking: one sequence per episode
 
     def tasks(self) -> list[Task]:
         if self._tasks is None:
