@@ -18,9 +18,16 @@ if TYPE_CHECKING:
 
 
 def build(cls: type, cfg: TrainConfig) -> Any:
-    """`cls.from_config(cfg)` when the class has one (it reads the sections it needs), else
-    `cls(cfg)`; `cfg` is a TrainConfig."""
-    return cls.from_config(cfg) if hasattr(cls, "from_config") else cls(cfg)
+    """`cls.from_config(cfg)`: every plug-in's Protocol declares it (engines, backends,
+    sources). A class without it is refused by name rather than guessed at."""
+    make = getattr(cls, "from_config", None)
+    if not callable(make):
+        raise TypeError(
+            f"{cls.__module__}:{cls.__qualname__} has no from_config(cfg) classmethod: a plug-in "
+            "is built from the run's config by it (the Protocols in deepswe.train.engines, "
+            ".backends and .sources)"
+        )
+    return make(cfg)
 
 
 def build_engine(cfg: TrainConfig) -> Any:  # -> InferenceEngine

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -71,6 +71,12 @@ class StepStats:
 @runtime_checkable
 class TrainingBackend(Protocol):
     name: str
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Any:
+        """Build the plug-in from the run's TrainConfig (it reads the sections it needs):
+        how deepswe.train.plugins builds every engine, backend and source."""
+        ...
 
     def forward_logprobs(
         self, batch: RolloutBatch, positions: torch.Tensor | None = None

@@ -37,6 +37,12 @@ class InferenceEngine(Protocol):
     name: str
     tokenizer: Any  # a transformers tokenizer with a chat template
 
+    @classmethod
+    def from_config(cls, cfg: Any) -> Any:
+        """Build the plug-in from the run's TrainConfig (it reads the sections it needs):
+        how deepswe.train.plugins builds every engine, backend and source."""
+        ...
+
     def sample(
         self,
         prompt: list[int] | list[dict[str, str]],

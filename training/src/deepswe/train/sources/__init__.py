@@ -16,6 +16,12 @@ from deepswe.env.trajectory import Trajectory
 
 @runtime_checkable
 class RolloutSource(Protocol):
+    @classmethod
+    def from_config(cls, cfg: Any) -> Any:
+        """Build the plug-in from the run's TrainConfig (it reads the sections it needs):
+        how deepswe.train.plugins builds every engine, backend and source."""
+        ...
+
     def tasks(self) -> list[Any]:
         """Every task of the source, in a fixed order; each has an `instance_id`."""
         ...

@@ -14,6 +14,10 @@ from deepswe.train.sources.task_list import training_tasks
 class SpineSource:
     """Tasks from `data.path` (deepswe.data.loaders.load_tasks); one run_task per rollout."""
 
+    @classmethod
+    def from_config(cls, cfg: Any) -> SpineSource:
+        return cls(cfg)
+
     def __init__(self, cfg: Any, tasks: list[Task] | None = None) -> None:
         self.cfg = cfg
         self._tasks = tasks

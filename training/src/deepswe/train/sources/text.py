@@ -27,6 +27,10 @@ class TextTask:
 
 
 class TextSource:
+    @classmethod
+    def from_config(cls, cfg: TrainConfig) -> TextSource:
+        return cls(cfg)
+
     def __init__(self, cfg: TrainConfig) -> None:
         self.env = cfg.data.text
 
