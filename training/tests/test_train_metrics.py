@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from deepswe.env.trajectory import Ending
 from deepswe.train.algos import compact_filter
-from deepswe.train.metrics import progress_line, reward_metrics, step_metrics
+from deepswe.train.metrics import reward_metrics, step_metrics
+from deepswe.train.metrics_log import progress_line
 from deepswe.train.rollout import TokenSequence, collate
 
 INFRA = Ending.INFRA_ERROR.value

@@ -35,7 +35,8 @@ from deepswe.train.backends import UpdateBatch, backend_class
 from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpoint, save_checkpoint
 from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
 from deepswe.train.engines import engine_class
-from deepswe.train.metrics import MetricsLog, integrity_metrics, step_metrics
+from deepswe.train.metrics import integrity_metrics, step_metrics
+from deepswe.train.metrics_log import MetricsLog
 from deepswe.train.plugins import build
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
 from deepswe.train.sampling import RolloutJob, run_rollout
