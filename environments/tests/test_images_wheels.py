@@ -352,3 +352,31 @@ def test_finding_the_resolver_leaves_setuptools_distutils_in_place():
         "assert '_distutils' in distutils.core.__file__, distutils.core.__file__\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+
+
+def test_constraints_choose_the_release_and_a_step_they_cannot_resolve_goes_without(tmp_path):
+    """The reference's versions (an R2E-Gym row's setup log) as pip constraints: the pinned
+    release is what the wheelhouse gets; a step whose own pin contradicts them resolves
+    without them, and the wheelhouse says so for the build log."""
+    from deepswe.env.images.offline import Wheelhouse
+
+    pinned = download_wheels(
+        ["iniconfig"], tmp_path / "a", "3.11", constraints=["iniconfig==1.1.1"]
+    )
+    assert [w.name for w in pinned] == ["iniconfig-1.1.1-py2.py3-none-any.whl"]
+    house = Wheelhouse(
+        tmp_path / "h",
+        "k",
+        "3.11",
+        manylinux_platforms("3.11"),
+        False,
+        None,
+        False,
+        constraints=["iniconfig==1.1.1"],
+    )
+    house.add(["iniconfig>=2"])
+    assert [p.name for p in (tmp_path / "h").glob("iniconfig-2*.whl")]
+    assert (
+        len(house.unpinned) == 1
+        and "['iniconfig>=2'] resolved without the pins" in house.unpinned[0]
+    )

@@ -72,6 +72,11 @@ class EnvironmentSpec(_Frozen):
     """Resolve requirements from the package index as it stood on this date (ISO 8601, pip's
     --uploaded-prior-to): the state the reference environment was built from. None: today's
     releases, which for unpinned dependencies can change what the tests see."""
+    pins: list[str] = []
+    """`name==version` of what the reference environment installed (an R2E-Gym row's setup
+    log), the pip constraints of every step the host resolves, so the image holds the same
+    versions where the index still serves them; a step they cannot resolve with is resolved
+    without them, said in the build log."""
     files: list[SourceFile] = []
     """Files the install commands would have downloaded, fetched by the host (SourceFile)."""
     grading_pip: list[str] = []

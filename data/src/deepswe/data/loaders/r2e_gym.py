@@ -36,7 +36,7 @@ from deepswe.data.errors import DataError, Issue, RowError, field_path
 from deepswe.data.loaders.common import load_rows
 from deepswe.data.loaders.hub import local_or_hub_rows
 from deepswe.data.loaders.r2e_commit import ParsedCommit, parse_commit, split_commit
-from deepswe.data.loaders.r2e_setup import setup_python, setup_python_release
+from deepswe.data.loaders.r2e_setup import setup_pins, setup_python, setup_python_release
 from deepswe.data.loaders.r2e_test_log import decolor, summary_statuses
 from deepswe.data.task import HiddenTests, Task, TaskSource, TestSpec
 
@@ -159,6 +159,7 @@ def _metadata(
     binary: list[str],
     python: str | None,
     release: str | None = None,
+    pins: list[str] | None = None,
 ) -> dict[str, str]:
     meta = {
         "repo_name": row.repo_name,
@@ -176,6 +177,8 @@ def _metadata(
         meta["r2e_setup_python"] = python  # the Python R2E-Gym's install kept (r2e_setup.py)
     if release:
         meta["r2e_setup_python_release"] = release  # that Python's release, "3.9.21"
+    if pins:
+        meta["r2e_setup_pins"] = json.dumps(pins)  # what its installs added (r2e_setup.py)
     return meta
 
 
@@ -214,6 +217,7 @@ def r2e_row_to_task(data: dict[str, Any]) -> Task:
             patches.skipped_binary,
             setup_python(execution),
             setup_python_release(execution),
+            setup_pins(execution),
         ),
     )
 

@@ -5,6 +5,10 @@ turn (orange3: 3.7, 3.8, 3.10; pandas: 3.7, 3.8, 3.10) and keep the first that i
 attempt starts with `uv venv --python X.Y`, which prints "Using CPython X.Y.Z" to stderr, and the
 row's execution_result_content keeps that stderr (`setup_res_stderr`): the last such line names
 the attempt that was kept (the script stops at the first success).
+
+After that line, each `uv pip install` of the kept attempt lists what it installed as
+` + name==version`: `setup_pins` reads them, so an image built here can install the same
+versions (deepswe.env.recipes.r2e_gym passes them on as pip constraints).
 """
 
 from __future__ import annotations
@@ -30,4 +34,22 @@ def setup_python_release(execution: dict[str, Any]) -> str | None:
     return ".".join(found[-1]) if found else None
 
 
-__all__ = ["setup_python", "setup_python_release"]
+# uv's summary line of one installed distribution; "+ name==version (from file:///...)" (the
+# project itself, built from its folder) has more after the version and is not a pin.
+_INSTALLED = re.compile(r"^\s*\+ ([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)\s*$", re.M)
+
+
+def setup_pins(execution: dict[str, Any]) -> list[str]:
+    """The `name==version` of every distribution the kept attempt's installs added, the last
+    version of a name winning (a later step that upgrades it), sorted by name; [] without a
+    setup log."""
+    log = f"{execution.get('setup_res_stderr') or ''}\n{execution.get('setup_res_stdout') or ''}"
+    starts = list(_USING.finditer(log))
+    kept = log[starts[-1].end() :] if starts else log
+    pins = {
+        name.lower(): f"{name.lower()}=={version}" for name, version in _INSTALLED.findall(kept)
+    }
+    return [pins[n] for n in sorted(pins)]
+
+
+__all__ = ["setup_pins", "setup_python", "setup_python_release"]

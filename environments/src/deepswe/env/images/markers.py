@@ -4,6 +4,9 @@ requirements read on the host's 3.11 for a 3.6 image must be decided here instea
 
 from __future__ import annotations
 
+import zipfile
+from pathlib import Path
+
 
 def for_target(requirement: str, python: str) -> str | None:
     """`requirement` without its marker when the marker holds on CPython `python` on Linux;
@@ -33,4 +36,28 @@ def for_target(requirement: str, python: str) -> str | None:
     return str(req)
 
 
-__all__ = ["for_target"]
+def unmet_for_target(wheel_dir: Path, python: str) -> list[str]:
+    """Requirements of the wheels in `wheel_dir` that hold on the target Python and that no
+    wheel there provides: pip decided their markers for the host and may have skipped them."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    have, needs = set(), {}
+    for wheel in wheel_dir.glob("*.whl"):
+        have.add(canonicalize_name(wheel.name.split("-")[0]))
+        with zipfile.ZipFile(wheel) as zf:
+            meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = zf.read(meta).decode("utf-8", "replace") if meta else ""
+        for line in text.splitlines():
+            if line.startswith("Requires-Dist:"):
+                kept = for_target(line.split(":", 1)[1].strip(), python)
+                try:
+                    req = Requirement(kept) if kept is not None else None
+                except InvalidRequirement:  # not a requirement pip would act on either
+                    req = None
+                if req is not None:
+                    needs[canonicalize_name(req.name)] = f"{req.name}{req.specifier}"
+    return [r for name, r in needs.items() if name not in have]
+
+
+__all__ = ["for_target", "unmet_for_target"]

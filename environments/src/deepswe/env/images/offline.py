@@ -89,9 +89,11 @@ class Wheelhouse:
         sources: bool,
         before: str | None = None,
         native: bool = False,
+        constraints: Sequence[str] = (),
     ):
         self.folder, self.python, self.platforms, self.sources = folder, python, platforms, sources
-        self.before, self.native = before, native
+        self.before, self.native, self.constraints = before, native, list(constraints)
+        self.unpinned: list[str] = []  # steps resolved without the constraints, and why
         self.learned_file = cache_root() / "learned" / f"{key}.json"
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -154,19 +156,24 @@ class Wheelhouse:
         if not requirements:
             return
         try:
-            download_wheels(
-                requirements,
-                self.folder,
-                self.python,
-                self.platforms,
-                self.sources,
-                self.before,
-                self.native,
-            )
+            self._download(requirements)
         except WheelDownloadError as exc:
             raise ImageBuildError(f"wheels for {requirements}: {exc}") from exc
         if remember:
             self.remember(requirements)
+
+    def _download(self, requirements: list[str]) -> None:
+        """Under the constraints when there are any; a step they make unresolvable here (a
+        pinned release gone, a conflict with the step's own pins) is resolved without them."""
+        fetch = (self.folder, self.python, self.platforms, self.sources, self.before, self.native)
+        if self.constraints:
+            try:
+                download_wheels(requirements, *fetch, constraints=self.constraints)
+                return
+            except WheelDownloadError as exc:
+                why = str(exc).strip().splitlines()[-1][:200]
+                self.unpinned.append(f"{requirements} resolved without the pins: {why}")
+        download_wheels(requirements, *fetch)
 
 
 def self_install_extras(commands: Sequence[str]) -> list[str] | None:

@@ -109,6 +109,8 @@ def env_image_tag(spec: EnvironmentSpec) -> str:
         parts.append(HOST_PYTHON_LAYOUT)
     if spec.venv_in_testbed:  # tags of the other specs stay what they were
         parts.append([TESTBED_VENV, "no-compile"])
+    if spec.pins:
+        parts.append(["pins", sorted(spec.pins)])
     return f"deepswe/env:{_hash(*parts)}"
 
 
@@ -173,7 +175,9 @@ def _wheelhouse(spec: EnvironmentSpec, folder: Path, key: str) -> Wheelhouse:
     platforms = manylinux_platforms(python, suite=suite)
     sources = COMPILER in spec.apt
     native = spec.python is not None  # the image runs the host's CPython: it builds sdists
-    return Wheelhouse(folder, key, python, platforms, sources, spec.index_date, native)
+    return Wheelhouse(
+        folder, key, python, platforms, sources, spec.index_date, native, constraints=spec.pins
+    )
 
 
 def _interpreter_lines(spec: EnvironmentSpec, ctx: Path) -> list[str]:
@@ -220,6 +224,8 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
         wheels = _wheelhouse(spec, ctx / "wheels", tag.replace("/", "_").replace(":", "_"))
         for step in [spec.pip, *spec.pip_after]:
             wheels.add(step)  # each step's own closure: conflicting pins across steps coexist
+        for line in wheels.unpinned:
+            log(f"  {line}")
         shutil.copy(Path(__file__).with_name("venv_everywhere.py"), ctx / "venv_everywhere.py")
         lines = [f"FROM {base}", *OFFLINE_ENV, *_interpreter_lines(spec, ctx)]
         if spec.venv_in_testbed:

@@ -13,7 +13,7 @@ then the sdist itself goes in, and pip builds it inside the image for the image'
 
 Resolution runs under an interpreter of the target's version when the host has one
 (`pip_runner.py`); otherwise under the host's, and what markers dropped is added afterwards
-(`_unmet_for_target`). When the image runs the host's own CPython, an sdist is built by that
+(`markers.unmet_for_target`). When the image runs the host's own CPython, an sdist is built by that
 interpreter with the build tools of its time instead (`sdist_native.py`).
 """
 
@@ -30,10 +30,10 @@ import shutil
 import subprocess
 import sys
 import threading
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from deepswe.env.images.markers import unmet_for_target
 from deepswe.env.images.pip_runner import resolver_python
 from deepswe.env.images.recipe import SUITES, cache_root, debian_arch
 from deepswe.env.images.sdist_fallback import (
@@ -88,6 +88,7 @@ def download_wheels(
     sources: bool = False,
     before: str | None = None,
     native: bool = False,
+    constraints: Sequence[str] = (),
 ) -> list[Path]:
     """Put wheels for `requirements` and all their dependencies into `dest`; return them.
 
@@ -97,7 +98,8 @@ def download_wheels(
     image must have a compiler). before: resolve from the index as it stood then (ISO 8601,
     pip's --uploaded-prior-to). native: the image runs the host's CPython of python_version
     (hostpython.py), so an sdist is built by that interpreter, with the build tools of its time
-    (sdist_native.py). Results are cached under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a
+    (sdist_native.py). constraints: `name==version` lines pip resolves under (-c), the
+    sdist built for a constrained name being the constrained release. Results are cached under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a
     cache hit runs no pip.
     """
     platforms = list(platforms or manylinux_platforms(python_version))
@@ -105,7 +107,9 @@ def download_wheels(
         platforms.append(f"linux_{platform.machine()}")
     target = requires_python_version(python_version)  # in the key: older entries checked X.Y.0
     parts = [sorted(requirements), target, platforms, sources, before]
-    key = json.dumps(parts + ([native] if native else [])).encode()  # older keys stay
+    parts += [native] if native or constraints else []  # older keys stay
+    parts += [sorted(constraints)] if constraints else []
+    key = json.dumps(parts).encode()
     cached = cache_root() / "wheels" / hashlib.sha256(key).hexdigest()[:16]
     cached.parent.mkdir(parents=True, exist_ok=True)
     with (cached.parent / f"{cached.name}.lock").open("w") as lock:
@@ -113,7 +117,16 @@ def download_wheels(
         if not (cached / ".complete").exists():
             interpreter = _native_interpreter(python_version) if native else None
             env = _pip_env(before)
-            _fill(cached, list(requirements), python_version, platforms, sources, env, interpreter)
+            _fill(
+                cached,
+                list(requirements),
+                python_version,
+                platforms,
+                sources,
+                env,
+                interpreter,
+                list(constraints),
+            )
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for dist in sorted([*cached.glob("*.whl"), *cached.glob("*.tar.gz"), *cached.glob("*.zip")]):
@@ -154,15 +167,22 @@ def _fill(
     sources: bool,
     env: dict[str, str] | None,
     native: str | None = None,
+    constraints: list[str] | None = None,
 ):
     staging = cached.with_name(cached.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    pins = cached.with_name(cached.name + ".constraints.txt")
+    if constraints:
+        pins.write_text("".join(f"{c}\n" for c in constraints))
+    pinned_to = pins if constraints else None
     built: set[str] = set()
     while True:
-        res = _pip_download(requirements, staging, python_version, platforms, env)
+        res = _pip_download(
+            requirements, staging, python_version, platforms, env, constraints=pinned_to
+        )
         if res.returncode == 0:
-            extra = _unmet_for_target(staging, python_version)
+            extra = unmet_for_target(staging, python_version)
             if not extra:
                 break
             # pip evaluates markers with the HOST's Python even under --python-version, so
@@ -174,7 +194,7 @@ def _fill(
             continue
         missing = _missing_dist(res.stdout + res.stderr)
         if missing is not None and _NO_DIST.search(res.stdout + res.stderr) is None:
-            missing = _beneath(missing, staging, python_version, platforms, env)
+            missing = _beneath(missing, staging, python_version, platforms, env, pinned_to)
         if missing is None or missing[0].lower() in built or len(built) >= MAX_SDIST_FALLBACKS:
             raise WheelDownloadError(f"pip download failed:\n{tail(res)}")
         # No wheel for the target: build one from the sdist on the host, then retry with
@@ -185,14 +205,27 @@ def _fill(
         if native is not None:  # the image's own interpreter first (sdist_native.py)
             try:
                 if _built_natively(
-                    name, requirements, wanted, staging, native, python_version, platforms, env
+                    name,
+                    [*(constraints or []), *requirements],  # a constrained name: its pin
+                    wanted,
+                    staging,
+                    native,
+                    python_version,
+                    platforms,
+                    env,
                 ):
                     continue
             except WheelDownloadError as exc:  # e.g. a C library the host lacks: the image
                 native_failed = exc  # may have it (the sdist built there, below)
         try:
             build_pure_wheel(
-                name, requirements, staging, sources, name + wanted, env, python_version
+                name,
+                [*(constraints or []), *requirements],
+                staging,
+                sources,
+                name + wanted,
+                env,
+                python_version,
             )
         except WheelDownloadError as exc:
             if native_failed is None:
@@ -249,6 +282,7 @@ def _beneath(
     python_version: str,
     platforms: list[str],
     env: dict[str, str] | None,
+    constraints: Path | None = None,
     depth: int = 4,
 ) -> tuple[str, str]:
     """What a resolution conflict's "no matching distributions" really lacks. The conflict can
@@ -260,7 +294,15 @@ def _beneath(
     name, _ = missing
     for _ in range(depth):
         with TempDir(staging / f".probe-{name}") as tmp:
-            res = _pip_download([name], tmp, python_version, platforms, env, find_links=staging)
+            res = _pip_download(
+                [name],
+                tmp,
+                python_version,
+                platforms,
+                env,
+                find_links=staging,
+                constraints=constraints,
+            )
         deeper = None if res.returncode == 0 else _missing_dist(res.stdout + res.stderr)
         if deeper is None or deeper[0].lower() == name.lower():
             return missing
@@ -301,30 +343,6 @@ def versions_for_target(
     return [v.strip() for v in found.group(1).split(",")]
 
 
-def _unmet_for_target(wheel_dir: Path, python_version: str) -> list[str]:
-    """Requirements of the wheels in `wheel_dir` that apply on the target Python and that no
-    wheel there provides (markers evaluated for the target, not the host)."""
-    from packaging.markers import default_environment
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    env = default_environment()
-    env.update(python_version=python_version, python_full_version=f"{python_version}.0", extra="")
-    have, needs = set(), []
-    for wheel in wheel_dir.glob("*.whl"):
-        have.add(canonicalize_name(wheel.name.split("-")[0]))
-        with zipfile.ZipFile(wheel) as zf:
-            meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
-            text = zf.read(meta).decode("utf-8", "replace") if meta else ""
-        for line in text.splitlines():
-            if line.startswith("Requires-Dist:"):
-                req = Requirement(line.split(":", 1)[1].strip())
-                if req.marker is None or req.marker.evaluate(env):
-                    needs.append(req)
-    missing = {canonicalize_name(r.name): r for r in needs if canonicalize_name(r.name) not in have}
-    return [f"{r.name}{r.specifier}" for r in missing.values()]
-
-
 def _pip_download(
     requirements,
     dest: Path,
@@ -332,6 +350,7 @@ def _pip_download(
     platforms: list[str],
     env=None,
     find_links: Path | None = None,
+    constraints: Path | None = None,
 ):
     cmd = [*resolver_python(python_version), "download", "--disable-pip-version-check"]
     cmd += [
@@ -345,6 +364,8 @@ def _pip_download(
         cmd += ["--platform", tag]
     # find-links on dest: fallback wheels built in earlier rounds satisfy the resolver.
     cmd += ["--dest", str(dest), "--find-links", str(find_links or dest), *requirements]
+    if constraints is not None:
+        cmd += ["--constraint", str(constraints)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
 
 

@@ -15,6 +15,9 @@ restates); this module maps one onto our stack:
 |                                            | with --upgrade (what it names comes out as from empty) |
 | `uv pip install [--upgrade] ...` lines     | `pip` / `pip_after`: one pip call each, in order       |
 | `uv pip install -r FILE`                   | FILE read at the base commit (r2e_requirements)        |
+| what uv resolved (the setup log's          | the same versions: pip constraints of every step       |
+| ` + name==version` lines)                  | (`pins`, metadata `r2e_setup_pins`); a step they do    |
+|                                            | not resolve for is resolved without them, said in log  |
 | `apt-get install` in the Dockerfile        | `apt`: Debian packages (python3-dev with Debian's Py)  |
 | the install's build commands               | `install`, offline, in /testbed                        |
 | a later `uv pip install X` keeps what is   | X's pip call repeats the earlier steps' requirements:  |
@@ -31,6 +34,7 @@ INDEX_DATE says why that date). The task's test command (R2E-Gym's tests_cmd) is
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -226,6 +230,7 @@ def environment_for(
         install=list(attempt.install),
         venv_in_testbed=True,
         index_date=index_date(recipe),
+        pins=json.loads(task.metadata.get("r2e_setup_pins", "[]")),  # the setup log's versions
         test_cmd=task.test_spec.command,
         log_parser=task.test_spec.log_parser,
     )
