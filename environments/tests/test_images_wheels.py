@@ -152,6 +152,33 @@ def test_sdist_only_compiled_package_goes_in_as_its_sdist_for_an_image_with_a_co
     assert len(names) == 2  # no stub left
 
 
+def test_an_sdist_that_cannot_build_on_the_host_goes_in_for_an_image_with_a_compiler(
+    tmp_path, monkeypatch
+):
+    """pymssql 2.3.2 (an R2E-Gym row's pinned release) needs FreeTDS's headers: the image's apt
+    list has them, the host may not. With sources=True such an sdist goes in all the same, its
+    stub made from its PKG-INFO; without a compiler the failure is said as before."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _sdist(
+        src,
+        "deepswe-fixture-needs-lib",
+        """\
+        import sys
+        from setuptools import setup
+        if "bdist_wheel" in sys.argv:
+            sys.exit("fatal error: sqlfront.h: No such file or directory")
+        setup(name="deepswe-fixture-needs-lib", version="1.0",
+              py_modules=["deepswe_fixture_needs_lib"])
+        """,
+    )
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{src} /opt/wheels")
+    dists = download_wheels(["deepswe-fixture-needs-lib"], tmp_path / "w", "3.9", sources=True)
+    assert [d.name for d in dists] == ["deepswe-fixture-needs-lib-1.0.tar.gz"]
+    with pytest.raises(WheelDownloadError, match="did not build"):
+        download_wheels(["deepswe-fixture-needs-lib"], tmp_path / "x", "3.9")
+
+
 def test_a_source_package_is_taken_in_the_newest_release_the_target_python_accepts(
     tmp_path, monkeypatch
 ):

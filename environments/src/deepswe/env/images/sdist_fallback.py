@@ -2,7 +2,9 @@
 the host (`build_pure_wheel`). Only a pure-Python wheel is right for another interpreter, so
 anything else is refused naming the package, unless the image has a compiler: then the sdist
 itself goes in (pip builds it inside the image) and a stub wheel carrying its metadata stands in
-for it while the host resolves the closure (`STUB_MARK`). Also the primitives wheels.py shares
+for it while the host resolves the closure (`STUB_MARK`). With a compiler the sdist also goes in
+when it does not build on the host at all (a C library the image's apt list has and the host
+lacks, pymssql's FreeTDS): its stub is then made from the sdist's own PKG-INFO. Also the primitives wheels.py shares
 with it: the error pip's failures become, the Requires-Python version of a target, the timeout.
 """
 
@@ -12,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -66,6 +69,11 @@ def build_pure_wheel(
         ]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
         if res.returncode != 0:
+            metadata = sdist_metadata(sdist) if sources else None
+            if metadata is not None:  # the image builds it: its compiler, its apt libraries
+                shutil.move(str(sdist), dest / sdist.name)
+                write_stub(metadata, dest)
+                return
             raise WheelDownloadError(
                 f"no wheel for {name}, and its sdist {sdist.name} did not build:\n{tail(res)}"
             )
@@ -114,11 +122,46 @@ def download_sdist(
 
 def pure_stub(host_wheel: Path, dest: Path) -> None:
     """A py3-none-any wheel of the same name and version holding only host_wheel's metadata."""
-    name, version = host_wheel.name.split("-")[:2]
-    info = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(host_wheel) as src:
         meta = next(n for n in src.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = src.read(meta)
+        write_stub(src.read(meta), dest)
+
+
+def sdist_metadata(sdist: Path) -> bytes | None:
+    """The PKG-INFO at the top of an sdist (.tar.gz or .zip), or None when it has none."""
+    try:
+        if sdist.suffix == ".zip":
+            with zipfile.ZipFile(sdist) as zf:
+                name = next(
+                    (n for n in zf.namelist() if n.count("/") == 1 and n.endswith("/PKG-INFO")),
+                    None,
+                )
+                return zf.read(name) if name else None
+        with tarfile.open(sdist) as tf:
+            member = next(
+                (
+                    m
+                    for m in tf.getmembers()
+                    if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")
+                ),
+                None,
+            )
+            handle = tf.extractfile(member) if member is not None else None
+            return handle.read() if handle is not None else None
+    except (OSError, tarfile.TarError, zipfile.BadZipFile):
+        return None
+
+
+def write_stub(metadata: bytes, dest: Path) -> None:
+    """The stub wheel of the distribution `metadata` (core metadata: Name, Version) describes."""
+    from email.parser import BytesParser
+
+    from packaging.utils import canonicalize_name
+
+    head = BytesParser().parsebytes(metadata, headersonly=True)
+    name = canonicalize_name(str(head["Name"])).replace("-", "_")
+    version = str(head["Version"])
+    info = f"{name}-{version}.dist-info"
     wheel_meta = (
         b"Wheel-Version: 1.0\nGenerator: deepswe\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )

@@ -42,7 +42,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import Version
 
-from deepswe.env.images.markers import for_target
+from deepswe.env.images.markers import for_target, unmet_for_target
 from deepswe.env.images.recipe import cache_root
 from deepswe.env.images.sdist_fallback import (
     PIP_TIMEOUT_S,
@@ -252,15 +252,21 @@ def build_native_wheel(
     for tag in platforms:
         args += ["--platform", tag]
     clean = _clean_env(env)
-    res = _host_pip(
-        [*args, "--dest", str(deps), *tools],
-        clean | ({"PIP_UPLOADED_PRIOR_TO": date} if date else {}),
-    )
-    if res.returncode != 0:
-        raise WheelDownloadError(
-            f"the build requirements of {sdist.name} ({', '.join(tools)}, as of {date}) have no "
-            f"wheels for Python {python_version}:\n{tail(res)}"
+    wanted_tools = list(tools)
+    for _ in range(5):  # the host's pip decides markers for the host: add what the target needs
+        res = _host_pip(
+            [*args, "--dest", str(deps), *wanted_tools],
+            clean | ({"PIP_UPLOADED_PRIOR_TO": date} if date else {}),
         )
+        if res.returncode != 0:
+            raise WheelDownloadError(
+                f"the build requirements of {sdist.name} ({', '.join(wanted_tools)}, as of "
+                f"{date}) have no wheels for Python {python_version}:\n{tail(res)}"
+            )
+        unmet = unmet_for_target(deps, python_version)
+        if not unmet:
+            break
+        wanted_tools += unmet
     venv = work / "venv"
     pip = pip_for(python_version)
     steps = [
