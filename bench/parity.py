@@ -30,7 +30,11 @@ is compared with R2E-Gym's recorded observation of step i, raw and after this no
    python`); ours run Debian's or a host build from other prefixes (/usr/lib/python3.X,
    /opt/venv). Every `<prefix>/lib/pythonX.Y/site-packages/` (and `/usr/lib/python3/
    dist-packages/`) becomes `<site-packages>/`, every other `<prefix>/lib/pythonX.Y/`
-   `<stdlib>/`, every `<prefix>/bin/pythonX.Y` `<python>`.
+   `<stdlib>/`, every `<prefix>/bin/pythonX.Y` `<python>`; and its patch release, `Python
+   X.Y.Z` (pytest's header) as `Python X.Y.<patch>`: uv's builds are 3.9.21 and 3.7.9, ours
+   pyenv's 3.9.18 and 3.7.16, and neither python.org nor GitHub, where those releases are, can
+   be reached from the machine this was built on. The report says how many steps only this
+   rule made equal.
 4. run-to-run randomness: object addresses (`0x` and 8 to 16 hex digits) and tempfile names
    (`/tmp/tmp` and 8 characters) differ between any two runs on one machine.
 
@@ -222,7 +226,8 @@ def report(results: list[dict], scaffold: str) -> None:
         "walk outputs (search, directory view, grep -r, find) as multisets of lines; the "
         "interpreter's paths (R2E-Gym: uv's CPython under /root/.local/share/uv/python, venvs "
         "/testbed/.venv and /root/.venv; ours: /usr/lib/python3.X, /opt/venv, ...) as "
-        "<stdlib>/, <site-packages>/, <python>; object addresses and tempfile names"
+        "<stdlib>/, <site-packages>/, <python>; its patch release (Python X.Y.Z as "
+        "X.Y.<patch>); object addresses and tempfile names"
     )
     used = Counter(rule for r in done for s in r["step_results"] for rule in s.get("rules", []))
     if used:

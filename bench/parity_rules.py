@@ -21,6 +21,7 @@ _SITE = re.compile(
 )
 _STDLIB = re.compile(r"(?:/[\w.+-]+)*/lib/python\d\.\d+/")
 _EXECUTABLE = re.compile(r"(?:/[\w.+-]+)+/bin/python[\d.]*\b")
+_RELEASE = re.compile(r"\bPython (\d+\.\d+)\.\d+\b")
 _WALKS = re.compile(
     r"^\s*(?:cd \S+\s*&&\s*)?(?:find\s|grep\s(?:[^|]*\s)?-(?:\w*[rR]\w*|-recursive)\b)"
 )
@@ -28,6 +29,7 @@ _DIRECTORY_VIEW = "files and directories up to 2 levels deep"
 _ADDRESS = re.compile(r"\b0x[0-9a-f]{8,16}\b")
 _TMPNAME = re.compile(r"/tmp/tmp[a-z0-9_]{8}\b")
 TIMING, WALK, INTERPRETER, RANDOM = "<T>s", "walk order", "interpreter path", "randomness"
+RELEASE = "interpreter patch release"
 
 
 def _timings(text: str) -> str:
@@ -48,6 +50,10 @@ def _interpreter(text: str) -> str:
     return _EXECUTABLE.sub("<python>", text)
 
 
+def _release(text: str) -> str:
+    return _RELEASE.sub(r"Python \g<1>.<patch>", text)
+
+
 def walks_tree(function: str, params: dict[str, str], recorded: str) -> bool:
     """Whether the call's output lists what a walk of the tree found (rule 2)."""
     if function == "search":
@@ -64,7 +70,7 @@ def _randomness(text: str) -> str:
 
 
 def normalise(text: str, walk: bool) -> str:
-    text = _randomness(_interpreter(_timings(text)))
+    text = _randomness(_release(_interpreter(_timings(text))))
     if walk:  # a multiset of lines: sorted
         text = "\n".join(sorted(line.rstrip() for line in text.split("\n")))
     return text
@@ -161,6 +167,7 @@ def compare(texts: list[dict], tool_names) -> dict:
                 for name, rule in (
                     ("timings", _timings),
                     (INTERPRETER, _interpreter),
+                    (RELEASE, _release),
                     (RANDOM, _randomness),
                 )
                 if rule(ours) != ours or rule(rec) != rec
