@@ -4,6 +4,7 @@ the --repo-mirror clones. Nothing is built here: bench/r2e_gym.py builds real ro
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -312,3 +313,17 @@ def test_a_clone_missing_part_of_the_base_tree_is_refused_before_any_build(tmp_p
         R2EUnsupported, match=rf"lacks objects of the base commit's own tree \(e.g. {blob}\)"
     ):
         build_from_source(row, mirror)
+
+
+def test_the_setup_logs_versions_become_the_environments_pins_and_its_tag(tmp_path, host_pythons):
+    """orange3's setup log pins psycopg2 2.9.9 (uv built it; a wheel-only resolution picks
+    2.7.7): the spec carries the log's versions, and only a spec with pins gets a new env tag."""
+    from deepswe.env.images.task import env_image_tag
+
+    row = _tasks()["orange3_56706b60"]
+    files = {"requirements-core.txt": "", "requirements-gui.txt": "", "requirements-sql.txt": ""}
+    mirror, row = _mirror_for(tmp_path, row, files)
+    env = build_from_source(row, mirror).environment
+    assert "psycopg2==2.9.9" in env.pins and env.pins == json.loads(row.metadata["r2e_setup_pins"])
+    bare = env.model_copy(update={"pins": []})
+    assert env_image_tag(env) != env_image_tag(bare)
