@@ -143,3 +143,18 @@ def test_astropy_13s_markupsafe_10_builds_for_python_36_with_the_setuptools_of_2
         [python, "-c", code], env={"PYTHONPATH": str(target)}, capture_output=True, text=True
     )
     assert out.stdout.split() == ["1.0", "&lt;"], out.stderr
+    # Another step resolving under other constraints (another wheel-cache entry) reuses the
+    # build: no venv is made, no build tool downloaded.
+    monkeypatch.setattr(
+        "deepswe.env.images.sdist_native._host_pip",
+        lambda *a, **k: pytest.fail("rebuilt instead of reusing the kept build"),
+    )
+    again = download_wheels(
+        ["MarkupSafe==1.0"],
+        tmp_path / "again",
+        "3.6",
+        platforms,
+        native=True,
+        constraints=["markupsafe==1.0"],
+    )
+    assert [w.name for w in again] == [w.name for w in wheels]

@@ -18,6 +18,9 @@ with Cython 3. So, for one requirement:
 3. a venv of the target interpreter gets them and a pip that runs there (the newest release whose
    Requires-Python admits the target, installed from its wheel), and builds the sdist offline,
    without build isolation: an sdist without pyproject.toml builds as its time built it.
+
+Each wheel built is kept under $DEEPSWE_CACHE/native-builds, named by the sdist's hash and the
+interpreter: images whose steps resolve under other constraints (R2E-Gym rows' pins) reuse it.
 """
 
 from __future__ import annotations
@@ -241,6 +244,11 @@ def build_native_wheel(
         raise NativeBuildUnavailable(f"not a requirement: {wanted}") from None
     before = (env or {}).get("PIP_UPLOADED_PRIOR_TO")
     chosen = pick_sdist(index_files(req.name), req, python_version, before)
+    built = _built_before(chosen, python)
+    if built is not None:  # the same sdist by the same interpreter: one build serves every step
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, dest / built.name)
+        return dest / built.name
     src = work / "sdist"
     src.mkdir(parents=True, exist_ok=True)
     sdist = _fetch(chosen, src)
@@ -304,10 +312,33 @@ def build_native_wheel(
     wheels = sorted((work / "out").glob("*.whl"))
     if not wheels:
         raise WheelDownloadError(f"{sdist.name}: pip wheel wrote no wheel")
+    _keep(wheels[0], chosen, python)
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / wheels[0].name
     shutil.move(str(wheels[0]), out)
     return out
+
+
+def _kept_at(chosen: IndexFile, python: str) -> Path:
+    """Where the wheel built from `chosen` by interpreter `python` is kept: the sdist's hash
+    and the interpreter's path name it (its own build tools are decided by the sdist alone)."""
+    who = hashlib.sha256(f"{chosen.filename}\0{chosen.sha256}\0{python}".encode()).hexdigest()
+    return cache_root() / "native-builds" / who[:16]
+
+
+def _built_before(chosen: IndexFile, python: str) -> Path | None:
+    found = sorted(_kept_at(chosen, python).glob("*.whl"))
+    return found[0] if found else None
+
+
+def _keep(wheel: Path, chosen: IndexFile, python: str) -> None:
+    """A copy of a fresh build for the next step or image that needs the same sdist (steps
+    under other constraints have other wheel caches); written whole or not at all."""
+    folder = _kept_at(chosen, python)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{wheel.name}.{os.getpid()}"
+    shutil.copy2(wheel, tmp)
+    os.replace(tmp, folder / wheel.name)
 
 
 __all__ = [
