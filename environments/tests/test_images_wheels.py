@@ -407,3 +407,15 @@ def test_constraints_choose_the_release_and_a_step_they_cannot_resolve_goes_with
         len(house.unpinned) == 1
         and "['iniconfig>=2'] resolved without the pins" in house.unpinned[0]
     )
+
+
+def test_markers_are_the_targets_even_when_pip_runs_on_the_host(tmp_path, monkeypatch):
+    """No 3.7 interpreter runs this pip, so the host's 3.11 does: pandas 1.3.5's
+    `numpy>=1.21.0; python_version >= "3.10"` must still not apply to a 3.7 image, or it
+    contradicts the numpy 1.17.5 an R2E-Gym setup log pins (orange3)."""
+    monkeypatch.setattr("deepswe.env.images.pip_runner._target_interpreter", lambda v: None)
+    platforms = manylinux_platforms("3.7", suite="bookworm")
+    wheels = download_wheels(
+        ["pandas==1.3.5"], tmp_path / "w", "3.7", platforms, constraints=["numpy==1.17.5"]
+    )
+    assert "numpy-1.17.5-cp37-cp37m-manylinux1_x86_64.whl" in [w.name for w in wheels]

@@ -5,7 +5,11 @@ pip evaluates environment markers with the interpreter it runs under, even with
 `numpy>=1.23.2; python_version >= "3.11"` applies and `numpy==1.23.0` conflicts with it. So
 the resolution runs under an interpreter of the target's version when the host has one that runs
 this pip (`$DEEPSWE_HOST_PYTHONS`'s, or `python3.X` on PATH; pip 26 needs 3.10+), with this
-venv's pip first on its path; otherwise under the host's own.
+venv's pip first on its path; otherwise under the host's own, with the markers decided for the
+target all the same: a `sitecustomize` first on pip's path makes the environment its vendored
+`packaging` evaluates markers in say the target's python_version (pandas 1.3.5's
+`numpy>=1.21.0; python_version >= "3.10"` then does not apply to a 3.7 image, whose R2E-Gym
+setup log pins numpy 1.17.5).
 """
 
 from __future__ import annotations
@@ -28,8 +32,49 @@ def resolver_python(python_version: str) -> list[str]:
     interpreter when none is found or none runs this pip (module doc)."""
     python = _target_interpreter(python_version)
     if python is None:
-        return [sys.executable, "-m", "pip"]
+        here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        if python_version == here or python_version.count(".") != 1:
+            return [sys.executable, "-m", "pip"]
+        return ["env", f"PYTHONPATH={_marker_shim(python_version)}", sys.executable, "-m", "pip"]
     return ["env", f"PYTHONPATH={_pip_shim()}", python, "-m", "pip"]
+
+
+_MARKER_SHIM = """\
+# Written by deepswe (deepswe.env.images.pip_runner): pip, run by the host's Python for a
+# Python {version} target, decides environment markers for the target.
+def _target_markers():
+    try:
+        from pip._vendor.packaging import markers
+    except Exception:
+        return
+    host = markers.default_environment
+
+    def target():
+        env = host()
+        env.update(python_version="{version}", python_full_version="{version}.{late}")
+        return env
+
+    markers.default_environment = target
+
+
+_target_markers()
+"""
+
+
+def _marker_shim(python_version: str) -> Path:
+    """A folder holding only a sitecustomize.py that sets pip's marker environment to the
+    target's Python (module doc)."""
+    from deepswe.env.images.sdist_fallback import LATE_PATCH
+
+    shim = cache_root() / "marker-shim" / python_version
+    shim.mkdir(parents=True, exist_ok=True)
+    text = _MARKER_SHIM.format(version=python_version, late=LATE_PATCH)
+    path = shim / "sitecustomize.py"
+    if not path.is_file() or path.read_text() != text:
+        tmp = shim / f".sitecustomize-{os.getpid()}-{threading.get_ident()}"
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return shim
 
 
 @functools.cache
