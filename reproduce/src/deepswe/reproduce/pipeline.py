@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from deepswe.reproduce.config import ReproduceConfig
 
@@ -94,18 +94,32 @@ class Context:
         return "".join(lines)
 
 
+class RunContext(Protocol):
+    """What run_pipeline needs of a run: reproduce's Context and test-time scaling's Ctx."""
+
+    out: Path
+    profile: Path
+    stage: str  # set by run_pipeline: the running stage
+    commands: list[str]  # what the running stage ran, for stages.json
+
+    def echo(self, msg: str) -> None: ...
+
+
 @dataclass
 class Stage:
     name: str
     what: str  # one line for the report's stage table
-    run: Callable[[Context], StageResult]
+    run: Callable[[Any], StageResult]  # of the pipeline's context
 
 
 def read_state(out: Path) -> dict[str, Any]:
+    """OUT/stages.json; a state of another shape (test-time scaling's before it ran on this
+    runner) counts as nothing done: its stages run again and skip what is on disk."""
     try:
-        return json.loads((out / STATE).read_text())
+        state = json.loads((out / STATE).read_text())
     except FileNotFoundError:
         return {"stages": {}}
+    return state if isinstance(state.get("stages"), dict) else {"stages": {}}
 
 
 def write_state(out: Path, state: dict[str, Any]) -> None:
@@ -119,12 +133,12 @@ def _now() -> str:
 
 
 def run_pipeline(
-    ctx: Context,
+    ctx: RunContext,
     stages: list[Stage],
     *,
     fresh: bool = False,
     setup_seconds: float | None = None,
-    after: Callable[[Context], None] | None = None,
+    after: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run `stages` in order, skipping those recorded done; `after` (the report) runs at the end
     and after a failure. Returns the state. Raises StageFailed (after `after`)."""

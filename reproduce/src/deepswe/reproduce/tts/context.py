@@ -33,6 +33,11 @@ class Ctx:
     tasks: dict[str, list[Task]] = field(default_factory=dict)  # split -> picked tasks
     dataset: dict[str, list[Task]] = field(default_factory=dict)  # split -> all of its dataset
     notes: list[str] = field(default_factory=list)
+    stage: str = ""  # the running stage (deepswe.reproduce.pipeline.run_pipeline sets it)
+    commands: list[str] = field(default_factory=list)
+
+    def echo(self, msg: str) -> None:
+        self.log(msg)
 
     def pool(self, split: str) -> Path:
         return self.out / f"pool-{split}"

@@ -13,7 +13,8 @@
                 uncertainty (auc.py), the mixture and the seconds of every stage
 
 Layout of --out: config.json (the resolved tts and eval sections; a resume with other values is
-refused naming them), stages.json (done, seconds), candidates/<split>/model/ (an eval run
+refused naming them), stages.json (reproduce's stage runner, deepswe.reproduce.pipeline: each
+stage's status, attempts and seconds), candidates/<split>/model/ (an eval run
 folder), candidates/<split>/made/ (plan.json and the graded scripted candidates), pool-<split>/
 (merged run folders: episodes/, mixture.json, verdicts/, eb/), judge/{data.jsonl,model/}, and
 the report files. Each stage skips what is already on disk.
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.store import atomic_write_json
+from deepswe.reproduce.pipeline import Stage, StageFailed, StageResult, read_state, run_pipeline
 from deepswe.reproduce.tts.context import Ctx, Log, TTSError, cli_bin, relay, with_issues
 from deepswe.reproduce.tts.grading import grade_plan
 from deepswe.reproduce.tts.judge_stage import make_tts_judge, served_judge, stage_judge
@@ -37,6 +39,12 @@ from deepswe.verify.tts_config import TTSConfig
 from deepswe.verify.types import VerdictStatus
 
 STAGES = ("candidates", "judge", "ef", "eb", "report")
+WHAT = {
+    "candidates": "the model's episodes and the scripted kinds, graded, merged per split",
+    "judge": "the EF judge trained on the train pool (skipped with a served judge)",
+    "ef": "the judge's P(YES) for every test candidate",
+    "eb": "regression and reproduction verdicts",
+}
 STANDIN = (
     "eb: reproduction tests by the SCRIPTED STAND-IN writer (the issue's own snippet as a "
     "test, no model), not a test-writing agent"
@@ -151,7 +159,7 @@ def check_endpoints(ctx: Ctx, stages: dict) -> None:
     of candidates (deepswe-eval run checks the policy's again before its episodes)."""
     from deepswe.env.policies.endpoint import EndpointError, check_endpoint, check_policy_endpoint
 
-    todo = {name for name in STAGES if not stages.get(name, {}).get("done")}
+    todo = {name for name in STAGES if stages.get(name, {}).get("status") != "done"}
     policy_used = (
         "candidates" in todo
         and any(kind_counts(ctx, s)["model"] for s in ctx.tasks)
@@ -285,8 +293,7 @@ def run_tts(
         except ValueError as exc:
             raise TTSError(str(exc)) from None
         log(f"tts: {split} tasks ({pick.dataset}): {[t.instance_id for t in ctx.tasks[split]]}")
-    spath = out / "stages.json"
-    stages = json.loads(spath.read_text()) if spath.is_file() else {}
+    stages = read_state(out)["stages"]
     for split in ctx.tasks:
         kind_counts(ctx, split)  # the notes, on every resume too
     if cfg.eb.writer == "scripted-standin":
@@ -295,24 +302,16 @@ def run_tts(
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", resolved)
     runners = {"candidates": stage_candidates, "judge": stage_judge, "ef": stage_ef, "eb": stage_eb}
-    for name in STAGES[:-1]:
-        st = stages.setdefault(name, {"done": False, "seconds": 0.0})
-        if st["done"]:
-            log(f"tts {name}: done before ({st['seconds']:.1f}s)")
-            continue
-        log(f"tts {name}: starting")
-        t0 = time.monotonic()
-        try:
-            runners[name](ctx)
-            st["done"] = True
-        finally:  # seconds add up over resumes
-            st["seconds"] = round(st["seconds"] + time.monotonic() - t0, 1)
-            atomic_write_json(spath, stages)
-        log(f"tts {name}: done in {st['seconds']:.1f}s")
-    t0 = time.monotonic()
-    stages["report"] = {"done": True, "seconds": 0.0}
-    report = stage_report(ctx, stages)
-    stages["report"]["seconds"] = round(time.monotonic() - t0, 1)
-    atomic_write_json(spath, stages)
-    log(f"tts report: {out}/report.md ({stages['report']['seconds']:.1f}s)")
+
+    def step(run):
+        return lambda c: (run(c), StageResult())[1]
+
+    plan = [Stage(name, WHAT[name], step(runners[name])) for name in STAGES[:-1]]
+    try:
+        run_pipeline(ctx, plan)
+    except StageFailed as exc:  # the stage's own reason, as deepswe-reproduce tts says it
+        raise TTSError(str(exc.__cause__ or exc)) from None
+    t0 = time.monotonic()  # the report is made again on every run, from what is on disk
+    report = stage_report(ctx, read_state(out)["stages"])
+    log(f"tts report: {out}/report.md ({time.monotonic() - t0:.1f}s)")
     return report
