@@ -264,7 +264,9 @@ RECIPES: dict[str, Recipe] = {
     "orange3": Recipe(
         "orange3",
         _src("orange3"),
-        BUILD + SCIENTIFIC + ("libpq-dev", "freetds-dev") + QT_RUNTIME,
+        # libkrb5-dev: pymssql 2.3.2, the setup logs' pin, built from source as uv built it,
+        # links gssapi_krb5 and krb5, whose -dev links R2E-Gym's Ubuntu image evidently has
+        BUILD + SCIENTIFIC + ("libpq-dev", "freetds-dev", "libkrb5-dev") + QT_RUNTIME,
         (
             _orange(
                 "3.7",
