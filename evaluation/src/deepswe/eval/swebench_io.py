@@ -29,20 +29,10 @@ def prediction(record: EpisodeRecord, model_name: str) -> dict:
 
 def tests_status(task: Task, statuses: dict[str, str]) -> dict:
     """swebench's own `get_eval_tests_report` over the grader's status map (so SKIPPED counts
-    as neither success nor failure, exactly as in the official report)."""
-    from swebench.harness import grading
+    as neither success nor failure, exactly as in the official report): the grader's rule."""
+    from deepswe.env.grading.parsers.swebench_lib import tests_report
 
-    eval_type = (
-        grading.EvalType.FAIL_ONLY
-        if task.repo in grading.FAIL_ONLY_REPOS
-        else grading.EvalType.PASS_AND_FAIL
-    )
-    gold = {
-        "instance_id": task.instance_id,
-        "FAIL_TO_PASS": list(task.hidden.fail_to_pass),
-        "PASS_TO_PASS": list(task.hidden.pass_to_pass),
-    }
-    return grading.get_eval_tests_report(statuses, gold, eval_type=eval_type)
+    return tests_report(statuses, task)
 
 
 def instance_report(task: Task, patch: str | None, grade: GradeResult | None) -> dict:

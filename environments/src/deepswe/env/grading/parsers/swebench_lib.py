@@ -60,26 +60,27 @@ def parse(log: str, task: Task) -> dict[str, TestStatus]:
     return {name: TestStatus(word) for name, word in parse_raw(log, task).items() if word in known}
 
 
-def resolved(statuses: dict[str, TestStatus], task: Task) -> bool:
-    """SWE-bench's verdict: `get_resolution_status(get_eval_tests_report(...)) == FULL`.
-
-    Note what the library does that a naive rule would not: a listed test reported SKIPPED
-    counts as neither success nor failure, and FAIL_ONLY repos (some JS ones) only need
-    their tests not to be FAILED.
-    """
-    lib = _swebench()
-    constants = lib.grading
+def tests_report(statuses: dict[str, str], task: Task) -> dict:
+    """swebench's own `get_eval_tests_report` over a status map (test id -> status word): a
+    listed test reported SKIPPED counts as neither success nor failure, and FAIL_ONLY repos
+    (some JS ones) only need their tests not to be FAILED. The one place the rule is applied:
+    the verdict below and eval's report.json (deepswe.eval.swebench_io) both read it."""
+    grading = _swebench().grading
     eval_type = (
-        constants.EvalType.FAIL_ONLY
-        if task.repo in constants.FAIL_ONLY_REPOS
-        else constants.EvalType.PASS_AND_FAIL
+        grading.EvalType.FAIL_ONLY
+        if task.repo in grading.FAIL_ONLY_REPOS
+        else grading.EvalType.PASS_AND_FAIL
     )
     gold = {
         "instance_id": task.instance_id,
         "FAIL_TO_PASS": list(task.hidden.fail_to_pass),
         "PASS_TO_PASS": list(task.hidden.pass_to_pass),
     }
-    report = lib.grading.get_eval_tests_report(
-        {name: status.value for name, status in statuses.items()}, gold, eval_type=eval_type
-    )
-    return lib.grading.get_resolution_status(report) == lib.grading.ResolvedStatus.FULL.value
+    return grading.get_eval_tests_report(statuses, gold, eval_type=eval_type)
+
+
+def resolved(statuses: dict[str, TestStatus], task: Task) -> bool:
+    """SWE-bench's verdict: `get_resolution_status(get_eval_tests_report(...)) == FULL`."""
+    grading = _swebench().grading
+    report = tests_report({name: status.value for name, status in statuses.items()}, task)
+    return grading.get_resolution_status(report) == grading.ResolvedStatus.FULL.value
