@@ -147,3 +147,14 @@ def test_bad_overrides_exit_2_naming_the_key(tmp_path):
     r = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "r"), "reproduce.learning.rns=2"])
     assert r.exit_code == 2 and "reproduce.learning.rns: unknown key" in r.output
     assert not (tmp_path / "r").exists()
+
+
+def test_a_state_of_another_shape_counts_as_nothing_done(tmp_path):
+    """Test-time scaling's stages.json before it ran on this runner ({name: {done, seconds}}):
+    its stages run again (each skips what is on disk), and the file takes the runner's shape."""
+    calls: list[str] = []
+    ctx = ctx_for(tmp_path)
+    ctx.out.mkdir(parents=True)
+    (ctx.out / "stages.json").write_text(json.dumps({"a": {"done": True, "seconds": 3.0}}))
+    state = run_pipeline(ctx, [counting_stage("a", calls)])
+    assert calls == ["a"] and state["stages"]["a"]["status"] == "done"
