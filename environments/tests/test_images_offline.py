@@ -200,26 +200,31 @@ def test_an_interpreter_from_the_host_runs_the_task(tmp_path, monkeypatch):
 @pytest.mark.docker
 def test_a_venv_in_the_repository_is_r2e_gyms_layout_and_stays_out_of_the_patch(tmp_path):
     """R2E-Gym's images keep the venv at /testbed/.venv, a directory: `grep -r` over /testbed
-    finds the installed packages' sources, and tracebacks name /testbed/.venv. Git ignores it."""
+    finds the installed packages' sources, and tracebacks name /testbed/.venv. Git ignores it.
+    Its runtime sets neither PYTHONUNBUFFERED nor PYTHONDONTWRITEBYTECODE, as R2E-Gym's."""
     repo = _repo(tmp_path, "venv", {"mod.py": "X = 1\n"})
     spec = EnvironmentSpec(source="", pip=["iniconfig"], venv_in_testbed=True)
     task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
     out = _run(
         task,
-        "python -c 'import sys, iniconfig; print(sys.prefix, iniconfig.__file__)'"
+        "find /testbed/.venv -path '*iniconfig*' -name '*.pyc' | wc -l"
+        " && python -c 'import sys, iniconfig; print(sys.prefix, iniconfig.__file__)'"
         " && test -d /testbed/.venv && test ! -L /testbed/.venv && readlink /opt/venv"
         " && grep -rl --include='*.py' 'class IniConfig' /testbed | head -1"
         ' && head -1 "$(which pip)" && git status --porcelain | wc -l'
-        " && find /testbed/.venv -path '*iniconfig*' -name '*.pyc' | wc -l",
+        ' && echo "[$PYTHONUNBUFFERED][$PYTHONDONTWRITEBYTECODE]"'
+        " && python -c 'import mod' && ls -d __pycache__",
     ).splitlines()
     site = "/testbed/.venv/lib/python3.11/site-packages"
     assert out == [
+        "0",  # installed without bytecode, as uv installs
         f"/testbed/.venv {site}/iniconfig/__init__.py",
         "/testbed/.venv",
         f"{site}/iniconfig/__init__.py",
         "#!/testbed/.venv/bin/python3",
         "0",
-        "0",  # installed without bytecode, as uv installs
+        "[][]",  # R2E-Gym's runtime: stderr buffered on old Pythons, bytecode written
+        "__pycache__",
     ]
 
 

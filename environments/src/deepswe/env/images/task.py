@@ -72,6 +72,11 @@ COMPILER = "build-essential"
 OFFLINE_ENV = ["ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheels"]
 TASK_FIND_LINKS = 'PIP_FIND_LINKS="/wheels /wheels-task"'
 TESTBED_VENV = "/testbed/.venv"  # EnvironmentSpec.venv_in_testbed: R2E-Gym's layout
+# R2E-Gym's images and runtime set neither: Python 3.7's stderr to a pipe is then block-buffered
+# (a warning printed just before Qt aborts the process is lost there, as in its recorded
+# trajectories), and running code writes __pycache__ beside it (the patch never carries it).
+# Empty values switch both off; the build steps before this line keep them.
+R2E_RUNTIME_ENV = "ENV PYTHONUNBUFFERED= PYTHONDONTWRITEBYTECODE="
 
 
 def _testbed_venv_lines() -> list[str]:
@@ -126,6 +131,8 @@ def task_image_tag(task: Task) -> str:
     parts.append(spec.install)
     if spec.files:  # tags of specs without files stay what they were
         parts.append([f.model_dump() for f in spec.files])
+    if spec.venv_in_testbed:
+        parts.append(R2E_RUNTIME_ENV)
     return f"deepswe/task:{_hash(*parts)}"
 
 
@@ -337,6 +344,8 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         if spec.files:
             lines += [f"COPY files {FILES_FOLDER}"]
         lines += [f"RUN {cmd}" for cmd in spec.install]
+        if spec.venv_in_testbed:
+            lines += [R2E_RUNTIME_ENV]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}
         if cut:
             labels["deepswe.history_cut"] = cut
