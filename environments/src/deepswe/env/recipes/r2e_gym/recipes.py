@@ -45,17 +45,18 @@ SCIENTIFIC = ("gfortran", "libopenblas-dev", "liblapack-dev")
 IMAGING = ("libjpeg-dev", "libwebp-dev")
 # orange3's Qt: the runtime libraries of its Dockerfile's X/xcb list (-dev headers dropped:
 # nothing is compiled against them), GL, and xvfb + xauth for tests_cmd's `xvfb-run`; plus what
-# PyQt5's Qt libraries and its minimal and xcb platform plugins load (ldd in the image: glib,
-# fontconfig, D-Bus, xkbcommon), which R2E-Gym's image evidently has: its Qt tests pass there.
+# PyQt5's Qt libraries and its `minimal` platform plugin (tests_cmd's QT_QPA_PLATFORM) load (ldd
+# in the image: glib, fontconfig, D-Bus, xkbcommon), which R2E-Gym's image evidently has: its
+# Qt tests pass there. Not what only the xcb plugin loads (libxcb-xinerama0, libxkbcommon-x11-0,
+# libxcb-xkb1): that list lacks them, and R2E-Gym's recorded runs show the plugin failing to
+# load ("Could not load the Qt platform plugin "xcb" ... even though it was found", with no
+# "could not connect to display" before it, which a loaded plugin prints without a display).
 # QtWebEngine's own (NSS, ALSA) are not added: nothing in that list brings them.
 QT_RUNTIME = (
     "libglib2.0-0",
     "libfontconfig1",
     "libdbus-1-3",
     "libxkbcommon0",
-    "libxkbcommon-x11-0",
-    "libxcb-xinerama0",
-    "libxcb-xkb1",
     "libgl1",
     "libxcb1",
     "libx11-xcb1",
