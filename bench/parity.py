@@ -48,7 +48,9 @@ other's, or the command is an `ls`: files, sizes or dates one image has and the 
 code:` line differs); "truncation" (one side is cut in the middle, the other not); "traceback
 paths" (equal once every `File "...", line N` location is blanked and caret-only lines are
 dropped: another build of the same Python); "warnings/environment" (equal once lines naming
-warnings, pytest's platform/plugins/rootdir/cachedir header or versions are dropped); else
+warnings, pytest's platform/plugins/rootdir/cachedir header or versions are dropped); "core
+dump" (equal once bash's " (core dumped)" is dropped: whether an aborted process leaves a core
+is the host kernel's core_pattern and the container's core limit, not the image's); else
 "other".
 
 Prints one table row per trajectory (steps, identical raw, identical after normalisation,

@@ -81,6 +81,9 @@ def normalise(text: str, walk: bool) -> str:
 _LOCATION = re.compile(r'File "[^"]*", line \d+')
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _TRUNCATED = "<Observation truncated in middle"
+# bash's "Aborted (core dumped)": a core was written, which R2E-Gym's hosts did (Ubuntu's
+# core_pattern pipes it to apport) and this one would only do into the working directory
+_CORE = " (core dumped)"
 _LS = re.compile(r"^\s*(?:cd \S+\s*&&\s*)?ls\b")
 _ENV_LINE = re.compile(
     r"warn|^platform |^plugins:|^rootdir:|^cachedir:|^configfile:|python \d|version", re.I
@@ -124,6 +127,8 @@ def category(t: dict, recorded: str, ours: str | None, tool_names: set[str], wal
         return "traceback paths"
     if _without(recorded, _ENV_LINE) == _without(ours, _ENV_LINE):
         return "warnings/environment"
+    if recorded.replace(_CORE, "") == ours.replace(_CORE, ""):
+        return "core dump (the host kernel's)"
     return "other"
 
 
