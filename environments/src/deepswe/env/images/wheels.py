@@ -13,7 +13,8 @@ then the sdist itself goes in, and pip builds it inside the image for the image'
 
 Resolution runs under an interpreter of the target's version when the host has one
 (`pip_runner.py`); otherwise under the host's, and what markers dropped is added afterwards
-(`markers.unmet_for_target`). When the image runs the host's own CPython, an sdist is built by that
+(`markers.unmet_for_target`; pip's own marker evaluation is set to the target's Python too,
+`pip_runner.py`). When the image runs the host's own CPython, an sdist is built by that
 interpreter with the build tools of its time instead (`sdist_native.py`).
 """
 
@@ -99,8 +100,8 @@ def download_wheels(
     pip's --uploaded-prior-to). native: the image runs the host's CPython of python_version
     (hostpython.py), so an sdist is built by that interpreter, with the build tools of its time
     (sdist_native.py). constraints: `name==version` lines pip resolves under (-c), the
-    sdist built for a constrained name being the constrained release. Results are cached under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a
-    cache hit runs no pip.
+    sdist built for a constrained name being the constrained release. Results are cached
+    under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a cache hit runs no pip.
     """
     platforms = list(platforms or manylinux_platforms(python_version))
     if native:  # what the image's interpreter builds here is tagged linux_<arch> (PyPI has none)
