@@ -11,6 +11,7 @@ package above reads a section of the same file.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -101,7 +102,7 @@ def load_section(
     doc: dict[str, Any] = {}
     where = "defaults"
     if isinstance(profile, Mapping):
-        doc, where = dict(profile), "<profile>"
+        doc, where = copy.deepcopy(dict(profile)), "<profile>"  # the caller's stays as it is
     elif profile is not None:
         doc, where = read_profile(profile), str(profile)
     if section is not None:
