@@ -24,7 +24,9 @@ is compared with R2E-Gym's recorded observation of step i, raw and after this no
    tool, file_editor's directory view, an execute_bash command that is a `grep -r`/`find`) is
    compared as a multiset of lines, trailing blanks dropped: the order is the filesystem's
    readdir order, not the tool's (and the blank R2E-Gym's runner leaves at the end of its
-   output falls on whichever line comes last).
+   output falls on whichever line comes last). pytest's `plugins:` header is compared with its
+   items sorted, for the same reason: pytest lists plugins in the order importlib.metadata
+   finds their distributions, the order site-packages' directory is read.
 3. the interpreter's path: R2E-Gym's images ran uv's CPython (`/root/.local/share/uv/python/
    <name>/lib/pythonX.Y/`) in a venv (`.../lib/pythonX.Y/site-packages/`, `/root/.venv/bin/
    python`); ours run Debian's or a host build from other prefixes (/usr/lib/python3.X,
@@ -225,7 +227,8 @@ def report(results: list[dict], scaffold: str) -> None:
         )
     print(
         f"normalised on both sides: test timings as {TIMING} (--durations lines whole); "
-        "walk outputs (search, directory view, grep -r, find) as multisets of lines; the "
+        "walk outputs (search, directory view, grep -r, find) as multisets of lines, pytest's "
+        "plugins: header sorted; the "
         "interpreter's paths (R2E-Gym: uv's CPython under /root/.local/share/uv/python, venvs "
         "/testbed/.venv and /root/.venv; ours: /usr/lib/python3.X, /opt/venv, ...) as "
         "<stdlib>/, <site-packages>/, <python>; its patch release (Python X.Y.Z as "

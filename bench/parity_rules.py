@@ -69,8 +69,17 @@ def _randomness(text: str) -> str:
     return _TMPNAME.sub("/tmp/tmp<random>", _ADDRESS.sub("0x<address>", text))
 
 
+_PLUGINS = re.compile(r"^(plugins: )(.+)$", re.M)
+
+
+def _plugin_order(text: str) -> str:
+    """pytest's `plugins:` header in sorted order: pytest lists them as importlib.metadata finds
+    their distributions, which is the order site-packages' directory is read (rule 2's)."""
+    return _PLUGINS.sub(lambda m: m.group(1) + ", ".join(sorted(m.group(2).split(", "))), text)
+
+
 def normalise(text: str, walk: bool) -> str:
-    text = _randomness(_release(_interpreter(_timings(text))))
+    text = _randomness(_plugin_order(_release(_interpreter(_timings(text)))))
     if walk:  # a multiset of lines: sorted
         text = "\n".join(sorted(line.rstrip() for line in text.split("\n")))
     return text
@@ -174,10 +183,11 @@ def compare(texts: list[dict], tool_names) -> dict:
                     (INTERPRETER, _interpreter),
                     (RELEASE, _release),
                     (RANDOM, _randomness),
+                    (WALK, _plugin_order),
                 )
                 if rule(ours) != ours or rule(rec) != rec
             ]
-            step["rules"] += [WALK] if walk else []
+            step["rules"] += [WALK] if walk and WALK not in step["rules"] else []
         steps.append(step)
     return {"raw_same": raw_same, "norm_same": norm_same, "step_results": steps}
 
