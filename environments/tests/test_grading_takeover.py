@@ -308,6 +308,37 @@ def test_a_patch_that_kills_the_sandbox_during_the_tests_is_unresolved(repo, tas
     assert run.grade.outcome is Outcome.UNRESOLVED, run.text
 
 
+def test_a_patch_that_leaves_a_process_holding_every_pid_is_reward_0_not_infra(repo, task, image):
+    """Code under test that leaves a detached process (its own session) taking every free pid of
+    the sandbox and keeping the test run's output open: nothing the grader starts afterwards can
+    fork. Whatever the run then ends as, it is the patch's doing: reward 0, never infra_error
+    (which training drops), never resolved. Measured first on the real tornado row: the run
+    ends test_timeout, gold still resolves."""
+    bomb = (
+        "import os, time\n"
+        "if not os.path.exists('/tmp/.hold'):\n"
+        "    open('/tmp/.hold', 'w').close()\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            for _ in range(2000):\n"
+        "                try:\n"
+        "                    if os.fork() == 0:\n"
+        "                        time.sleep(10**6)\n"
+        "                        os._exit(0)\n"
+        "                except OSError:\n"
+        "                    time.sleep(0.01)\n"
+        "            time.sleep(10**6)\n"
+        "        os._exit(0)\n"
+    )
+    quick = task.model_copy(
+        update={"test_spec": task.test_spec.model_copy(update={"timeout_s": 20})}
+    )
+    run = _grade(quick, patch_of(repo, {"calc/__init__.py": bomb}), image)
+    assert run.grade.outcome in (Outcome.UNRESOLVED, Outcome.TEST_TIMEOUT), run.text
+    assert run.grade.reward == 0.0
+
+
 # --- code under test that reaches for the grader itself (issue #32) ---------------------------
 # Each attack leaves the bug in place; under strict rules each must end unresolved, tampered or
 # patch_apply_failed. They are written against the principle (no file, process or output the
