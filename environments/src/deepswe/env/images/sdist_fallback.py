@@ -69,7 +69,7 @@ def build_pure_wheel(
         ]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
         if res.returncode != 0:
-            metadata = sdist_metadata(sdist) if sources else None
+            metadata = sdist_file(sdist, "PKG-INFO") if sources else None
             if metadata is not None:  # the image builds it: its compiler, its apt libraries
                 shutil.move(str(sdist), dest / sdist.name)
                 write_stub(metadata, dest)
@@ -127,26 +127,19 @@ def pure_stub(host_wheel: Path, dest: Path) -> None:
         write_stub(src.read(meta), dest)
 
 
-def sdist_metadata(sdist: Path) -> bytes | None:
-    """The PKG-INFO at the top of an sdist (.tar.gz or .zip), or None when it has none."""
+def sdist_file(sdist: Path, name: str) -> bytes | None:
+    """The file `name` at the top of an sdist (.tar.gz or .zip: `<project>-<version>/<name>`),
+    or None when it has none or the archive cannot be read."""
     try:
-        if sdist.suffix == ".zip":
+        if sdist.name.endswith(".zip"):
             with zipfile.ZipFile(sdist) as zf:
-                name = next(
-                    (n for n in zf.namelist() if n.count("/") == 1 and n.endswith("/PKG-INFO")),
-                    None,
-                )
-                return zf.read(name) if name else None
+                found = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f"/{name}")]
+                return zf.read(found[0]) if found else None
         with tarfile.open(sdist) as tf:
-            member = next(
-                (
-                    m
-                    for m in tf.getmembers()
-                    if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")
-                ),
-                None,
-            )
-            handle = tf.extractfile(member) if member is not None else None
+            members = [
+                m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith(f"/{name}")
+            ]
+            handle = tf.extractfile(members[0]) if members else None
             return handle.read() if handle is not None else None
     except (OSError, tarfile.TarError, zipfile.BadZipFile):
         return None

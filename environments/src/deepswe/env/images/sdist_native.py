@@ -32,11 +32,9 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +49,7 @@ from deepswe.env.images.sdist_fallback import (
     PIP_TIMEOUT_S,
     WheelDownloadError,
     requires_python_version,
+    sdist_file,
     tail,
 )
 
@@ -166,16 +165,8 @@ def _fetch(f: IndexFile, dest: Path) -> Path:
 
 def build_requires(sdist: Path) -> list[str]:
     """The sdist's [build-system] requires, else DEFAULT_BUILD_REQUIRES."""
-    text = None
-    if sdist.name.endswith(".zip"):
-        with zipfile.ZipFile(sdist) as z:
-            names = [n for n in z.namelist() if n.count("/") == 1 and n.endswith("/pyproject.toml")]
-            text = z.read(names[0]).decode() if names else None
-    else:
-        with tarfile.open(sdist) as t:
-            members = [m for m in t.getmembers() if re.fullmatch(r"[^/]+/pyproject\.toml", m.name)]
-            if members and (fh := t.extractfile(members[0])) is not None:
-                text = fh.read().decode()
+    raw = sdist_file(sdist, "pyproject.toml")
+    text = raw.decode() if raw is not None else None
     if text is None:
         return list(DEFAULT_BUILD_REQUIRES)
     requires = tomllib.loads(text).get("build-system", {}).get("requires")
