@@ -38,8 +38,9 @@ from deepswe.verify.store import VerdictStore, candidates_from_run
 from deepswe.verify.tts_config import TTSConfig
 from deepswe.verify.types import VerdictStatus
 
-STAGES = ("candidates", "judge", "ef", "eb", "report")
-WHAT = {
+# The stages run_pipeline records, in order, with their line; the report is made after them on
+# every run, from what is on disk.
+STAGES = {
     "candidates": "the model's episodes and the scripted kinds, graded, merged per split",
     "judge": "the EF judge trained on the train pool (skipped with a served judge)",
     "ef": "the judge's P(YES) for every test candidate",
@@ -304,9 +305,13 @@ def run_tts(
     runners = {"candidates": stage_candidates, "judge": stage_judge, "ef": stage_ef, "eb": stage_eb}
 
     def step(run):
-        return lambda c: (run(c), StageResult())[1]
+        def stage(c: Ctx) -> StageResult:
+            run(c)
+            return StageResult()
 
-    plan = [Stage(name, WHAT[name], step(runners[name])) for name in STAGES[:-1]]
+        return stage
+
+    plan = [Stage(name, what, step(runners[name])) for name, what in STAGES.items()]
     try:
         run_pipeline(ctx, plan)
     except StageFailed as exc:  # the stage's own reason, as deepswe-reproduce tts says it
