@@ -43,7 +43,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import Version
 
-from deepswe.env.images.markers import for_target, unmet_for_target
+from deepswe.env.images.markers import for_target
+from deepswe.env.images.pip_runner import resolver_python
 from deepswe.env.images.recipe import cache_root
 from deepswe.env.images.sdist_fallback import (
     PIP_TIMEOUT_S,
@@ -184,8 +185,13 @@ def era(upload_time: str | None, python_version: str) -> str | None:
     return re.sub(r"\.\d+", "", latest[:-1] if latest.endswith("Z") else latest) + "Z"
 
 
-def _host_pip(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pip", *args]
+def _host_pip(
+    args: list[str], env: dict[str, str], python_version: str | None = None
+) -> subprocess.CompletedProcess:
+    """This venv's pip; for a `python_version` target, run as pip_runner runs it, so markers
+    are decided for the target (a build tool's `importlib-metadata; python_version < "3.8"`)."""
+    pip = resolver_python(python_version) if python_version else [sys.executable, "-m", "pip"]
+    cmd = [*pip, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
 
 
@@ -251,21 +257,16 @@ def build_native_wheel(
     for tag in platforms:
         args += ["--platform", tag]
     clean = _clean_env(env)
-    wanted_tools = list(tools)
-    for _ in range(5):  # the host's pip decides markers for the host: add what the target needs
-        res = _host_pip(
-            [*args, "--dest", str(deps), *wanted_tools],
-            clean | ({"PIP_UPLOADED_PRIOR_TO": date} if date else {}),
+    res = _host_pip(
+        [*args, "--dest", str(deps), *tools],
+        clean | ({"PIP_UPLOADED_PRIOR_TO": date} if date else {}),
+        python_version,
+    )
+    if res.returncode != 0:
+        raise WheelDownloadError(
+            f"the build requirements of {sdist.name} ({', '.join(tools)}, as of {date}) have no "
+            f"wheels for Python {python_version}:\n{tail(res)}"
         )
-        if res.returncode != 0:
-            raise WheelDownloadError(
-                f"the build requirements of {sdist.name} ({', '.join(wanted_tools)}, as of "
-                f"{date}) have no wheels for Python {python_version}:\n{tail(res)}"
-            )
-        unmet = unmet_for_target(deps, python_version)
-        if not unmet:
-            break
-        wanted_tools += unmet
     venv = work / "venv"
     pip = pip_for(python_version)
     steps = [
