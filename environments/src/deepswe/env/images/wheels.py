@@ -186,9 +186,11 @@ def _fill(
             extra = unmet_for_target(staging, python_version)
             if not extra:
                 break
-            # pip evaluates markers with the HOST's Python even under --python-version, so
-            # e.g. pytest's `tomli; python_version < "3.11"` is skipped for a 3.9 target.
-            # Add what the target needs and resolve again (at most a few rounds).
+            # pip evaluates markers with the Python it runs under, even under --python-version
+            # (pytest's `tomli; python_version < "3.11"` skipped for a 3.9 target). pip_runner
+            # runs it so that they are the target's; should its marker shim not take (a pip
+            # whose vendored packaging moved), this adds what the target needs and resolves
+            # again (at most a few rounds).
             if len(requirements) > 500:
                 raise WheelDownloadError(f"dependency closure did not settle: {extra}")
             requirements = [*requirements, *extra]
