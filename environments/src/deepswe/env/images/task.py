@@ -231,8 +231,6 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
         wheels = _wheelhouse(spec, ctx / "wheels", tag.replace("/", "_").replace(":", "_"))
         for step in [spec.pip, *spec.pip_after]:
             wheels.add(step)  # each step's own closure: conflicting pins across steps coexist
-        for line in wheels.unpinned:
-            log(f"  {line}")
         shutil.copy(Path(__file__).with_name("venv_everywhere.py"), ctx / "venv_everywhere.py")
         lines = [f"FROM {base}", *OFFLINE_ENV, *_interpreter_lines(spec, ctx)]
         if spec.venv_in_testbed:
@@ -247,6 +245,8 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
         labels = {"deepswe.kind": "env", "deepswe.pip": json.dumps(sorted(spec.pip))}
         dockerfile = "\n".join(lines) + "\n"
         build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
+        for line in wheels.unpinned:  # the steps and learned requirements the pins did not fit
+            log(f"  {line}")
     return tag
 
 
@@ -351,6 +351,8 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
             labels["deepswe.history_cut"] = cut
         dockerfile = "\n".join(lines) + "\n"
         build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
+        for line in wheels.unpinned:  # the steps and learned requirements the pins did not fit
+            log(f"  {line}")
     record_build(tag, time.monotonic() - started)
     return tag
 
