@@ -173,10 +173,12 @@ def one(row: dict, mirror: Path, folder: Path) -> dict:
         sizes.task_mb,
     )
     limits = SandboxLimits(memory="4g", pids=2048, command_timeout_s=1800)
+    grades = {}
     for name, patch in (("gold", task.gold_patch or ""), ("empty", "")):
         t0 = time.monotonic()
         run = grade_patch(task, patch, image=image, sandbox_limits=limits)
         result, log = run.grade, run.log
+        grades[name] = result
         (folder / f"{name}.log").write_text(run.text)
         res[f"{name}"] = result.outcome.value
         res[f"{name}_grade_s"] = round(time.monotonic() - t0, 1)
@@ -185,8 +187,12 @@ def one(row: dict, mirror: Path, folder: Path) -> dict:
             task, patch, log, folder / f"{name}_test_output.txt"
         )
     res["status"] = "ok" if (res["gold"], res["empty"]) == ("resolved", "unresolved") else "wrong"
-    sign = network_sign((folder / "gold.log").read_text()) if res["gold"] != "resolved" else None
-    if sign:  # found by the detector (deepswe.eval.network), not by a list
+    sign = None
+    if res["gold"] != "resolved":  # found by the detector (deepswe.eval.network), not by a list
+        g = grades["gold"]
+        failed = [*g.f2p_failed, *g.p2p_failed, *g.mismatched]
+        sign = network_sign((folder / "gold.log").read_text(), failed)
+    if sign:
         res.update(status="needs_network", why=f"detected: {sign}")
     res["agrees"] = (res["gold"] == "resolved") == res["gold_swebench_resolved"] and (
         res["empty"] == "resolved"

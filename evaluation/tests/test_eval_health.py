@@ -1,10 +1,10 @@
 """Task health (`deepswe-eval health`, deepswe.eval.health/network/audit): a manifest per task set
 whose unhealthy tasks training leaves out.
 
-Without Docker: the network signs on real messages, and the manifest built from records (a
-flaky gold among them: a fresh sandbox per run gives no way to make a real test flaky on cue).
-With Docker: a three-task set (healthy, needing the network, passing with the bug in place)
-measured end to end, and training's task list read through it.
+Without Docker: the network signs on real messages, and the manifest built from records.
+With Docker: a four-task set (healthy, needing the network, flaky, passing with the bug in
+place) measured end to end, and training's task list read through it. A fresh sandbox per run
+shares nothing with the run before it but the clock, so the flaky test reads the clock (CLOCK).
 """
 
 from __future__ import annotations
@@ -57,6 +57,42 @@ def test_the_network_is_recognised_from_what_clients_print(line):
 )
 def test_local_failures_are_not_the_network(line):
     assert network_sign(f"x\n{line}\ny\n") is None
+
+
+# pytest's shape: a section per failure, then the short summary (as in the real logs of
+# requests-2317, sphinx-7985 and R2E-Gym aiohttp_0415a4ca, where the sign sits in the section)
+SECTIONED = """\
+=================================== FAILURES ===================================
+_________________________________ test_lookup __________________________________
+    def test_lookup():
+>       socket.getaddrinfo('example.com', 80)
+E       socket.gaierror: [Errno -3] Temporary failure in name resolution
+_____________________________ TestClock.test_clock _____________________________
+E       assert 1 % 2 == 0
+=========================== short test summary info ============================
+FAILED tests/test_ops.py::test_lookup - socket.gaierror: Temporary failure in name resolution
+FAILED tests/test_clock.py::TestClock::test_clock - assert 1 % 2 == 0
+"""
+
+
+def test_a_sign_counts_only_for_a_graded_test_that_failed():
+    """A file's other tests may need the network; the task needs it only when a graded test
+    that failed shows the sign, in its own section or on a line naming it."""
+    gaierror = "E socket.gaierror: [Errno -3] Temporary failure in name resolution"
+    assert network_sign(SECTIONED, ["tests/test_ops.py::test_lookup"]) == gaierror
+    assert network_sign(SECTIONED, ["tests/test_clock.py::TestClock::test_clock"]) is None
+    assert network_sign(SECTIONED, []) is None  # no graded test failed: nothing to explain
+    # the summary line names its test: enough without the section
+    summary = "\n".join(SECTIONED.splitlines()[-3:])  # its header and two lines
+    assert network_sign(summary, ["tests/test_ops.py::test_lookup"]).startswith("FAILED")
+    assert network_sign(summary, ["tests/test_ops.py::test_look"]) is None  # a prefix is not it
+    # unittest's shape (django): `ERROR: name` heads the section
+    unit = "ERROR: test_fetch (net.tests.FetchTests)\n---\nurllib.error.URLError: <urlopen error "
+    unit += "[Errno -2] Name or service not known>\n"
+    assert network_sign(unit, ["test_fetch (net.tests.FetchTests)"]).startswith("urllib")
+    assert network_sign(unit, ["test_other (net.tests.FetchTests)"]) is None
+    # a log with no sections cannot say whose a line is: any sign counts
+    assert network_sign(f"x\n{gaierror}\n", ["t.py::test_clock"]) == gaierror
 
 
 def _task(i: str) -> Task:
@@ -152,13 +188,27 @@ TESTS = (
     "def test_other():\n    assert add(0, 0) == 0\n\n\n"
     "def test_lookup():\n    socket.getaddrinfo('example.com', 80)\n"
 )
+# Flaky on cue: a sandbox shares nothing with the run before it but the clock. The test passes
+# in even windows of WINDOW_S seconds, fails in odd ones, and holds its sandbox until the next
+# window starts, so of two runs one after the other (one worker), the second lands in the next
+# window and disagrees with the first. It assumes less than WINDOW_S seconds between one run's
+# test and the next one's (a few seconds here, under load).
+WINDOW_S = 20
+CLOCK = (
+    "import time\n\n\ndef test_clock():\n    now = time.time()\n"
+    f"    window = int(now // {WINDOW_S})\n"
+    f"    time.sleep((window + 1) * {WINDOW_S} - now + 0.2)\n"
+    "    assert window % 2 == 0\n"
+)
 PTH = (
     "python -c 'import site, pathlib; "
     'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
 )
 
 
-def _real_task(repo: Path, name: str, f2p: list[str], p2p: list[str]) -> Task:
+def _real_task(
+    repo: Path, name: str, f2p: list[str], p2p: list[str], files: str = "tests/test_ops.py"
+) -> Task:
     return Task(
         instance_id=f"calc__{name}-1",
         repo="calc/calc",
@@ -167,11 +217,11 @@ def _real_task(repo: Path, name: str, f2p: list[str], p2p: list[str]) -> Task:
         source=TaskSource.SWE_MINI,
         environment=EnvironmentSpec(source=str(repo), pip=["pytest"], install=[PTH]),
         test_spec=TestSpec(
-            command="python -m pytest -rA -p no:cacheprovider tests/test_ops.py",
+            command=f"python -m pytest -rA -p no:cacheprovider {files}",
             log_parser="pytest",
             timeout_s=120,
         ),
-        hidden=HiddenTests(fail_to_pass=f2p, pass_to_pass=p2p, graded_files=["tests/test_ops.py"]),
+        hidden=HiddenTests(fail_to_pass=f2p, pass_to_pass=p2p, graded_files=files.split()),
         gold_patch=diff_to(repo, "calc/ops.py", OPS_BUG.replace("a - b", "a + b")),
     )
 
@@ -179,12 +229,19 @@ def _real_task(repo: Path, name: str, f2p: list[str], p2p: list[str]) -> Task:
 @pytest.mark.docker
 def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
     repo = tmp_path / "calc"
-    files = {"calc/__init__.py": "", "calc/ops.py": OPS_BUG, "tests/test_ops.py": TESTS}
+    files = {
+        "calc/__init__.py": "",
+        "calc/ops.py": OPS_BUG,
+        "tests/test_ops.py": TESTS,
+        "tests/test_clock.py": CLOCK,
+    }
     commit_repo(repo, files, "calc")
     t = "tests/test_ops.py::"
+    both = "tests/test_ops.py tests/test_clock.py"
     tasks = [
         _real_task(repo, "healthy", [t + "test_add"], [t + "test_other"]),
         _real_task(repo, "network", [t + "test_add"], [t + "test_lookup"]),  # recorded online
+        _real_task(repo, "flaky", [t + "test_add"], ["tests/test_clock.py::test_clock"], both),
         _real_task(repo, "nobug", [t + "test_other"], []),  # passes with the bug in place
     ]
     path = write_tasks(tasks, tmp_path / "tasks.jsonl")
@@ -199,11 +256,11 @@ def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
         "--rounds",
         "2",
         "--workers",
-        "2",
+        "1",  # a task's runs one after the other: the flaky test needs it (CLOCK)
     ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "health: 1 of 3 task(s) healthy" in run.stdout
+    assert "health: 1 of 4 task(s) healthy" in run.stdout
     m = json.loads((out / "health.json").read_text())
     rows = m["tasks"]
     assert (
@@ -211,6 +268,9 @@ def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
         and rows["calc__healthy-1"]["gold_runs"] == ["resolved"] * 2
     )
     assert "name resolution" in rows["calc__network-1"]["network"]
+    flaky = rows["calc__flaky-1"]
+    assert flaky["flaky"] and sorted(flaky["gold_runs"]) == ["resolved", "unresolved"], flaky
+    assert flaky["reasons"][0].startswith("flaky: gold resolved 1 of 2 runs"), flaky
     assert rows["calc__nobug-1"]["reasons"] == [
         "empty: resolved: the tests pass with the bug in place"
     ]
@@ -222,7 +282,7 @@ def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
     data = SimpleNamespace(health=None, path=str(path), include_unhealthy=False)
     kept = healthy(load_tasks(str(path)), data)
     assert [k.instance_id for k in kept] == ["calc__healthy-1"]
-    assert "2 of 3 task(s) left out as unhealthy" in capsys.readouterr().err
+    assert "3 of 4 task(s) left out as unhealthy" in capsys.readouterr().err
 
 
 def test_the_report_gives_pass_at_1_on_the_healthy_subset_beside_all(tmp_path):

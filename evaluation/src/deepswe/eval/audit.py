@@ -218,10 +218,13 @@ def dataset_sha256(tasks: list[Task]) -> str:
 
 
 def _network_line(r: EpisodeRecord) -> str | None:
-    """The line of a non-resolved gold run's log that shows its tests need the network."""
+    """The line of a non-resolved gold run's log that shows a graded test it failed needed the
+    network (deepswe.eval.network)."""
     if r.outcome is Outcome.RESOLVED or r.trajectory is None:
         return None
-    return network_sign(r.trajectory.test_log or "")
+    grade = r.trajectory.grade
+    failed = None if grade is None else [*grade.f2p_failed, *grade.p2p_failed, *grade.mismatched]
+    return network_sign(r.trajectory.test_log or "", failed)
 
 
 def _gate_decided(r: EpisodeRecord) -> bool:

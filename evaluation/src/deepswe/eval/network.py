@@ -6,11 +6,18 @@ recorded online; no patch can pass it here, so health reports it (`deepswe-eval 
 training leaves it out. Each message is what the resolver or a client library prints when the
 network is missing, never what a test of local behaviour prints ("Connection refused" from a
 local server that is down is not one of them).
+
+A sign counts only where it belongs to a graded test the run failed: on a line naming that test,
+or inside that test's section of the log (pytest's and sympy's `____ name ____` headers,
+unittest's `ERROR: name`). A test file often holds tests the task does not grade; one of them
+reaching for the network says nothing about why a graded test failed. A log with no sections at
+all cannot say whose a line is, and any sign in it counts.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _SIGNS = re.compile(
     "|".join(
@@ -30,15 +37,47 @@ _SIGNS = re.compile(
 )
 
 
-def network_sign(log: str) -> str | None:
-    """The first line of `log` showing the tests reached for the network, or None."""
-    match = _SIGNS.search(log)
-    if match is None:
+# A section's header: pytest's and sympy's `____ title ____` (`====` for pytest's own parts),
+# unittest's and django's `ERROR: title` / `FAIL: title`.
+_HEADER = re.compile(r"^(?:[_=]{3,} (?P<title>.+?) [_=]{3,}|(?:ERROR|FAIL): (?P<unit>.+?))\s*$")
+
+
+def _names(failed: Iterable[str]) -> re.Pattern[str] | None:
+    """What names a failed test in the log: its last `::` part (`Class::test` shows as
+    `Class.test` in pytest's headers), params kept, or the whole id where it has no `::`."""
+    leaves = {t.split("::")[-1].strip() for t in failed} - {""}
+    if not leaves:
         return None
-    start = log.rfind("\n", 0, match.start()) + 1
-    end = log.find("\n", match.end())
-    line = " ".join(log[start : end if end != -1 else len(log)].split())
-    return line[:240]
+    alternatives = "|".join(re.escape(x) for x in sorted(leaves, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?![\w\[])")
+
+
+def network_sign(log: str, failed: Iterable[str] | None = None) -> str | None:
+    """The first line of `log` showing the tests reached for the network, or None.
+
+    With `failed` (the graded tests the run did not pass), only a sign that belongs to one of
+    them counts (module doc); without it, any sign in the log."""
+    names = None if failed is None else _names(failed)
+    if failed is not None and names is None:
+        return None
+    lines = log.splitlines()
+    sectioned = names is not None and any(_HEADER.match(x) for x in lines)
+    title = None
+    for line in lines:
+        header = _HEADER.match(line)
+        if header:
+            title = header.group("title") or header.group("unit")
+            continue
+        if not _SIGNS.search(line):
+            continue
+        if (
+            names is None
+            or not sectioned
+            or names.search(line)
+            or (title is not None and names.search(title))
+        ):
+            return " ".join(line.split())[:240]
+    return None
 
 
 __all__ = ["network_sign"]
