@@ -73,7 +73,10 @@ def test_openai_policy_needs_its_endpoint(tasks_file):
     r = runner.invoke(
         app, ["episode", "--tasks", str(tasks_file), "--id", "calc__calc-1", "--policy", "openai"]
     )
-    assert r.exit_code == 2 and "needs a base_url and a model (--base-url, --model)" in r.output
+    assert (
+        r.exit_code == 2
+        and "needs a base_url and a model (deepswe-env episode: --base-url" in r.output
+    )
 
 
 def test_gc_removes_orphans(base_image):

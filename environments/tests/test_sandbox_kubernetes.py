@@ -73,7 +73,14 @@ def test_eval_run_without_a_cluster_fails_before_any_episode(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
     env.update(KUBECONFIG=str(tmp_path / "nope"), HOME=str(tmp_path))
     out = tmp_path / "run"
-    cmd = [CLI, "run", "--sandbox", "kubernetes", "--policy", "gold", "--dataset", "x.jsonl"]
+    cmd = [
+        CLI,
+        "run",
+        "eval.sandbox_backend=kubernetes",
+        "eval.policy.name=gold",
+        "--dataset",
+        "x.jsonl",
+    ]
     cmd += ["--out", str(out)]
     dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env)
     assert '"sandbox_backend": "kubernetes"' in dry.stdout, dry.stderr
@@ -389,8 +396,21 @@ def test_gc_leaves_no_pod_behind_after_a_killed_evaluation(k8s_cluster, base_ima
     tasks = make_toy_tasks(tmp_path / "toy", n=2)
     ensure_task_image(tasks[0], log=lambda _: None)  # one image serves both
     data = write_tasks(tasks, tmp_path / "tasks.jsonl")
-    cmd = [CLI, "run", "--sandbox", "kubernetes", "--dataset", str(data), "--policy", "gold"]
-    cmd += ["--runs", "3", "--workers", "2", "--memory", "1g", "--out", str(tmp_path / "run")]
+    cmd = [
+        CLI,
+        "run",
+        "eval.sandbox_backend=kubernetes",
+        "--dataset",
+        str(data),
+        "eval.policy.name=gold",
+    ]
+    cmd += [
+        "eval.runs=3",
+        "eval.workers=2",
+        "eval.sandbox.memory=1g",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     env = {**os.environ, "KUBECONFIG": k8s_cluster.kubeconfig}
     live = _box(k8s_cluster, base_image)  # this process's: must survive the sweep
     proc = subprocess.Popen(
@@ -439,8 +459,16 @@ def test_swe_mini_validation_gives_the_same_verdicts_as_docker(k8s_cluster, tmp_
     verdicts = {}
     for backend in ("docker", "kubernetes"):
         out = tmp_path / backend
-        cmd = [CLI, "validate", "--dataset", "swe-mini", "--sandbox", backend, "--out", str(out)]
-        cmd += ["--workers", "2", *(a for i in SWE_MINI_IDS for a in ("--ids", i))]
+        cmd = [
+            CLI,
+            "validate",
+            "--dataset",
+            "swe-mini",
+            f"eval.sandbox_backend={backend}",
+            "--out",
+            str(out),
+        ]
+        cmd += ["eval.workers=2", *(a for i in SWE_MINI_IDS for a in ("--ids", i))]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
         assert res.returncode == 0, res.stderr[-3000:]
         verdicts[backend] = {

@@ -203,8 +203,7 @@ def test_audit_of_a_task_set_finds_no_hole(task_file, tmp_path):
         str(task_file),
         "--out",
         str(out),
-        "--workers",
-        "4",
+        "eval.workers=4",
     ]
     for name in chosen:
         cmd += ["--attacks", name]

@@ -112,8 +112,8 @@ def test_a_card_written_before_served_weights_still_loads_and_resumes(tmp_path, 
 
 
 def _run(out: Path, data: Path, url: str, model: str, key: str) -> subprocess.CompletedProcess:
-    cmd = [CLI, "run", "--dataset", str(data), "--out", str(out), "--policy", "openai"]
-    cmd += ["--base-url", url, "--model", model]
+    cmd = [CLI, "run", "--dataset", str(data), "--out", str(out), "eval.policy.name=openai"]
+    cmd += [f"eval.policy.base_url={url}", f"eval.policy.model={model}"]
     env = {**os.environ, "OPENAI_API_KEY": key}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 

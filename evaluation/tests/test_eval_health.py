@@ -255,8 +255,7 @@ def test_health_of_a_real_task_set_and_training_reads_it(tmp_path, capsys):
         str(out),
         "--rounds",
         "2",
-        "--workers",
-        "1",  # a task's runs one after the other: the flaky test needs it (CLOCK)
+        "eval.workers=1",  # a task's runs one after the other: the flaky test needs it (CLOCK)
     ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert run.returncode == 0, run.stderr[-3000:]

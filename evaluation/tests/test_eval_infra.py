@@ -42,8 +42,8 @@ def test_a_task_that_cannot_be_graded_makes_the_run_exit_3(toy):
     )
     data = write_tasks([tasks[0], broken], root / "broken.jsonl")
     out = root / "run-broken"
-    cmd = [CLI, "run", "--dataset", str(data), "--policy", "gold", "--out", str(out)]
-    cmd += ["--infra-retries", "1", "--memory", "1g"]
+    cmd = [CLI, "run", "--dataset", str(data), "eval.policy.name=gold", "--out", str(out)]
+    cmd += ["eval.infra_retries=1", "eval.sandbox.memory=1g"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 3, res.stderr
     assert "1 episode(s) are still infra_error after 1 retries" in res.stderr
@@ -58,7 +58,7 @@ def test_a_task_that_cannot_be_graded_makes_the_run_exit_3(toy):
     assert record.attempts == 2 and record.trajectory.reward is None
     assert record.trajectory.ending == "infra_error"
     # A stated tolerance lets the same run finish with exit 0 (and retries the episode again).
-    res = subprocess.run([*cmd, "--max-infra-errors", "1"], capture_output=True, text=True)
+    res = subprocess.run([*cmd, "eval.max_infra_errors=1"], capture_output=True, text=True)
     assert res.returncode == 0 and "retrying 1 infra_error episodes" in res.stderr, res.stderr
 
 

@@ -71,15 +71,12 @@ def test_served_model_is_evaluated_with_its_token_counts(toy, tmp_path):
                 "run",
                 "--dataset",
                 str(data),
-                "--policy",
-                "openai",
-                "--runs",
-                "2",
-                "--workers",
-                "2",
+                "eval.policy.name=openai",
+                "eval.runs=2",
+                "eval.workers=2",
             ]
-            + ["--base-url", srv.base_url, "--model", "toy-model"]
-            + ["--temperature", "0.7", "--memory", "1g", "--out", str(out)],
+            + [f"eval.policy.base_url={srv.base_url}", "eval.policy.model=toy-model"]
+            + ["eval.policy.temperature=0.7", "eval.sandbox.memory=1g", "--out", str(out)],
             capture_output=True,
             text=True,
             timeout=300,

@@ -58,7 +58,7 @@ def test_envs_verb_lists_r2e_rows_by_repository(fixtures, monkeypatch):
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("verb", [["run", "--policy", "gold"], ["validate"]])
+@pytest.mark.parametrize("verb", [["run", "eval.policy.name=gold"], ["validate"]])
 def test_without_the_image_or_a_mirror_exits_2_in_one_line(fixtures, tmp_path, verb):
     """The engine is asked whether R2E-Gym's image is there (it is not: nothing here can pull
     namanjain12/*), and with no --repo-mirror nothing could build it."""

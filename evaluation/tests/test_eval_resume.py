@@ -39,13 +39,18 @@ def toy(tmp_path_factory):
 
 
 def _cmd(data: Path, out: Path, policy: str, runs: int) -> list[str]:
-    return [CLI, "run", "--dataset", str(data), "--policy", policy, "--runs", str(runs)] + [
-        "--workers",
-        "2",
+    return [
+        CLI,
+        "run",
+        "--dataset",
+        str(data),
+        f"eval.policy.name={policy}",
+        f"eval.runs={runs}",
+    ] + [
+        "eval.workers=2",
         "--out",
         str(out),
-        "--memory",
-        "1g",
+        "eval.sandbox.memory=1g",
     ]
 
 

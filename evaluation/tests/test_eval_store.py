@@ -104,7 +104,7 @@ def test_resume_refuses_a_changed_protocol_naming_each_field(tmp_path):
 
 
 def test_cli_refuses_to_resume_with_a_different_protocol(tmp_path):
-    """Regression: a resume with other --runs must stop before touching the run folder."""
+    """Regression: a resume with another eval.runs must stop before touching the run folder."""
     tasks = make_toy_tasks(tmp_path / "src", n=2)
     data = write_tasks(tasks, tmp_path / "tasks.jsonl")
     out = tmp_path / "run"
@@ -114,14 +114,14 @@ def test_cli_refuses_to_resume_with_a_different_protocol(tmp_path):
     (out / "config.json").write_text(card.model_dump_json())
     before = (out / "config.json").read_text()
     cli = Path(sys.executable).with_name("deepswe-eval")
-    args = [str(cli), "run", "--dataset", str(data), "--policy", "gold", "--out", str(out)]
-    res = subprocess.run([*args, "--runs", "3"], capture_output=True, text=True, timeout=120)
+    args = [str(cli), "run", "--dataset", str(data), "eval.policy.name=gold", "--out", str(out)]
+    res = subprocess.run([*args, "eval.runs=3"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stderr
     assert "different protocol" in res.stderr and "eval.runs: on disk 2, asked 3" in res.stderr
     assert (out / "config.json").read_text() == before and not (out / "episodes").exists()
     env = dict(os.environ, DOCKER_HOST="unix:///nonexistent.sock")  # no episode can start
     res = subprocess.run(
-        [*args, "--runs", "2"], capture_output=True, text=True, timeout=120, env=env
+        [*args, "eval.runs=2"], capture_output=True, text=True, timeout=120, env=env
     )
     # the same protocol is accepted; every episode is then an infra error (no engine): the
     # report is written and counts them apart, and the run exits 3, not 0
@@ -130,7 +130,7 @@ def test_cli_refuses_to_resume_with_a_different_protocol(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["counts"] == {"infra_error": 4}
     res = subprocess.run(  # the same command again retries them, and says so
-        [*args, "--runs", "2", "--max-infra-errors", "4"],
+        [*args, "eval.runs=2", "eval.max_infra_errors=4"],
         capture_output=True,
         text=True,
         timeout=120,

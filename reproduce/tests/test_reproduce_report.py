@@ -33,12 +33,9 @@ def _eval(out: Path, dataset: Path, policy: str, runs: int = 1) -> None:
         str(dataset),
         "--out",
         str(out),
-        "--policy",
-        policy,
-        "--runs",
-        str(runs),
-        "--workers",
-        "2",
+        f"eval.policy.name={policy}",
+        f"eval.runs={runs}",
+        "eval.workers=2",
     ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

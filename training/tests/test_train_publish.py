@@ -379,7 +379,7 @@ def test_a_run_folder_written_by_deepswe_train_train_publishes_and_loads_back(hu
 
 @pytest.mark.docker
 def test_an_evaluation_folder_written_by_deepswe_eval_run_publishes_as_a_dataset(hub, tmp_path):
-    """`deepswe-eval run --policy gold` on the toy tasks (2 tasks x 2 runs, Docker): one parquet
+    """`deepswe-eval run eval.policy.name=gold` on the toy tasks (2 tasks x 2 runs, Docker): one parquet
     row per episode, one SWE-bench predictions file per run, the report and plots; and its
     numbers are refused in a model card, gold being no model."""
     import pyarrow.parquet as pq
@@ -395,16 +395,12 @@ def test_an_evaluation_folder_written_by_deepswe_eval_run_publishes_as_a_dataset
     argv = [
         str(Path(sys.executable).with_name("deepswe-eval")),
         "run",
-        "--policy",
-        "gold",
-        "--runs",
-        "2",
+        "eval.policy.name=gold",
+        "eval.runs=2",
         "--dataset",
         str(data),
-        "--workers",
-        "2",
-        "--memory",
-        "1g",
+        "eval.workers=2",
+        "eval.sandbox.memory=1g",
         "--out",
         str(ev),
     ]

@@ -32,9 +32,9 @@ def test_the_sft_section_is_validated_like_every_other():
     assert load_config(TINY, ["sft.lr=1e-5"]).sft.lr == 1e-5
 
 
-def test_the_verbs_flags_override_the_profiles_sft_section(tmp_path, monkeypatch):
-    """`deepswe-train sft --epochs N` (the Makefile's call) still works: each flag is an
-    override of the sft section, applied after the positional `sft.x=v` ones."""
+def test_the_verbs_overrides_edit_the_profiles_sft_section_in_order(tmp_path, monkeypatch):
+    """`deepswe-train sft ... sft.epochs=N` (the Makefile's call): overrides of the sft
+    section, a later one winning; the old `--epochs` flag is gone (one way to set a value)."""
     from deepswe.train import sft
 
     seen = []
@@ -45,22 +45,24 @@ def test_the_verbs_flags_override_the_profiles_sft_section(tmp_path, monkeypatch
         str(TINY),
         "--out",
         str(tmp_path / "m"),
-        "--epochs",
-        "7",
-        "--lr",
-        "1e-05",
         "sft.epochs=3",
+        "sft.lr=1e-05",
         "sft.wrong_per_task=1",
+        "sft.epochs=7",
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     (cfg,) = seen
-    want = {"epochs": 7, "lr": 1e-5, "wrong_per_task": 1}  # the flag wins over sft.epochs=3
+    want = {"epochs": 7, "lr": 1e-5, "wrong_per_task": 1}  # sft.epochs=7 wins over =3
     assert cfg.sft == load_config(TINY).sft.model_copy(update=want)
     bad = CliRunner().invoke(
         app, ["sft", "--config", str(TINY), "--out", str(tmp_path / "m"), "sft.epoks=3"]
     )
     assert bad.exit_code == EXIT_INVALID and "sft.epoks: unknown key" in bad.output
+    old = CliRunner().invoke(
+        app, ["sft", "--config", str(TINY), "--out", str(tmp_path / "m"), "--epochs", "3"]
+    )
+    assert old.exit_code != 0 and "--epochs" in old.output
 
 
 @pytest.mark.docker

@@ -230,7 +230,7 @@ def test_a_model_vllm_cannot_run_fails_at_start_with_the_log(tmp_path):
 @pytest.mark.docker
 def test_the_tiny_profiles_model_is_evaluated_through_an_openai_compatible_server(tmp_path):
     """The model `make reproduce` trains (init_tiny_model, Qwen's tokenizer) served by vLLM and
-    evaluated with `--policy openai`, as a user evaluates any model. With head_dim 16 the
+    evaluated with the openai policy, as a user evaluates any model. With head_dim 16 the
     server started, every request failed and each episode was an infra_error. The run card
     records the folder vLLM loaded and its weights' digest (#23)."""
     import json
@@ -246,9 +246,13 @@ def test_the_tiny_profiles_model_is_evaluated_through_an_openai_compatible_serve
     try:
         out = tmp_path / "eval"
         cmd = [sys.executable, "-m", "deepswe.eval.cli", "run", "--dataset", "swe-mini:test"]
-        cmd += ["--limit", "1", "--runs", "1", "--workers", "1", "--out", str(out)]
-        cmd += ["--policy", "openai", "--base-url", f"{eng.server.url}/v1", "--model", "policy"]
-        cmd += ["--max-steps", "2", "--max-tokens", "16", "--infra-retries", "0"]
+        cmd += ["--limit", "1", "eval.runs=1", "eval.workers=1", "--out", str(out)]
+        cmd += [
+            "eval.policy.name=openai",
+            f"eval.policy.base_url={eng.server.url}/v1",
+            "eval.policy.model=policy",
+        ]
+        cmd += ["eval.episode.max_steps=2", "eval.policy.max_tokens=16", "eval.infra_retries=0"]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     finally:
         eng.close()
@@ -267,8 +271,8 @@ def test_the_tiny_profiles_model_is_evaluated_through_an_openai_compatible_serve
 def test_an_eval_against_a_model_name_vllm_does_not_serve_stops_before_its_run_folder(
     engine, model_dir, tmp_path
 ):
-    """#23: `deepswe-eval run --policy openai` asks the real server for its models first: a
-    wrong --model exits 2 with one line naming what vLLM serves, and no run folder; the check
+    """#23: `deepswe-eval run` with the openai policy asks the real server for its models first: a
+    wrong eval.policy.model exits 2 with one line naming what vLLM serves, and no run folder; the check
     reads vLLM's `root`, the folder it loaded, which the run card records."""
     import subprocess
     import sys
@@ -281,9 +285,16 @@ def test_an_eval_against_a_model_name_vllm_does_not_serve_stops_before_its_run_f
     assert served == ServedModel("policy", str(model_dir))
     out = tmp_path / "eval"
     cmd = [sys.executable, "-m", "deepswe.eval.cli", "run", "--dataset", "swe-mini:test"]
-    cmd += ["--limit", "1", "--out", str(out), "--policy", "openai", "--base-url", url]
+    cmd += [
+        "--limit",
+        "1",
+        "--out",
+        str(out),
+        "eval.policy.name=openai",
+        f"eval.policy.base_url={url}",
+    ]
     res = subprocess.run(
-        [*cmd, "--model", "wrong-name"], capture_output=True, text=True, timeout=300
+        [*cmd, "eval.policy.model=wrong-name"], capture_output=True, text=True, timeout=300
     )
     assert res.returncode == 2, res.stderr[-2000:]
     assert res.stderr.strip() == (

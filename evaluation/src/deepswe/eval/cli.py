@@ -3,7 +3,10 @@
 share in cli_common.py.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
-edited by `eval.a.b=value` overrides and by the flags below, in that order.
+edited by `eval.a.b=value` overrides (the one way to set a value: `eval.runs=16`,
+`eval.policy.name=gold`, `eval.workers=4`). Flags are only for what a profile does not hold
+(the run folder, the task selection) and for where things are on this machine (the dataset,
+the mirror, recorded trajectories).
 """
 
 from __future__ import annotations
@@ -22,20 +25,16 @@ from deepswe.eval.cli_common import (
     IDS,
     LIMIT,
     OVERRIDES,
-    R2E_ENV,
     REPO_MIRROR,
-    SANDBOX,
-    SWEBENCH_ENV,
-    WORKERS,
     check_infra_errors,
     clean_leftover_sandboxes,
     fail,
     keep_health,
-    key_value,
     load_dataset,
     preflight_backend,
     prepare_tasks,
     read_config,
+    refuse_retired,
     say_unsupported,
 )
 
@@ -93,33 +92,8 @@ def run(
     config: Path = CONFIG,
     overrides: list[str] = OVERRIDES,
     dataset: str = DATASET,
-    policy: str = typer.Option(None, help="gold | empty | openai | replay | module:Class"),
-    runs: int = typer.Option(None, min=1, help="independent runs per task (DeepSWE: 16)"),
-    workers: int = WORKERS,
-    base_url: str = typer.Option(None, help="OpenAI-compatible endpoint (openai policy)"),
-    model: str = typer.Option(None, help="model name at the endpoint (openai policy)"),
-    temperature: float = typer.Option(None, min=0.0, help="sampling temperature (DeepSWE: 1.0)"),
-    max_tokens: int = typer.Option(None, help="max tokens per reply (openai policy)"),
-    seed: int = typer.Option(
-        None, help="seed the openai policy's sampling per (task, run, reply): paired draws"
-    ),
     replay_dir: Path = typer.Option(None, help="recorded trajectories (replay policy)"),
-    policy_arg: list[str] = typer.Option(
-        None, help="key=value passed to a plugged-in policy's constructor (repeat the option)"
-    ),
-    max_steps: int = typer.Option(None, min=1, help="steps per episode (DeepSWE eval: 100)"),
-    max_context: int = typer.Option(None, min=1, help="context tokens (DeepSWE eval: 65536)"),
-    prompt_variant: str = typer.Option(None, help="eval (R2E-Gym's prompts) | train (rLLM's)"),
-    infra_retries: int = typer.Option(None, min=0, help="retries of an infra error"),
-    max_infra_errors: int = typer.Option(
-        None, min=0, help="infra_error episodes accepted after retries before the exit is 3"
-    ),
     repo_mirror: Path = REPO_MIRROR,
-    swebench_env: str = SWEBENCH_ENV,
-    r2e_env: str = R2E_ENV,
-    memory: str = typer.Option(None, help="sandbox memory limit, e.g. 4g"),
-    cpus: float = typer.Option(None, help="sandbox CPU limit"),
-    sandbox: str = SANDBOX,
     limit: int = LIMIT,
     ids: list[str] = IDS,
     dry_run: bool = typer.Option(False, help="print the resolved config and exit"),
@@ -130,33 +104,13 @@ def run(
     from deepswe.eval.runner import run_all
     from deepswe.eval.swebench_io import write_swebench_files
 
-    args = dict(key_value(a) for a in policy_arg) if policy_arg else None
     cfg = read_config(
         config,
         overrides,
         {
             "dataset": dataset,
-            "policy.name": policy,
-            "policy.args": args,
-            "runs": runs,
-            "workers": workers,
-            "policy.base_url": base_url,
-            "policy.model": model,
-            "policy.temperature": temperature,
-            "policy.max_tokens": max_tokens,
-            "policy.seed": seed,
             "policy.replay_dir": str(replay_dir) if replay_dir else None,
-            "episode.max_steps": max_steps,
-            "episode.max_context_tokens": max_context,
-            "episode.prompt_variant": prompt_variant,
-            "infra_retries": infra_retries,
-            "max_infra_errors": max_infra_errors,
             "repo_mirror": str(repo_mirror) if repo_mirror else None,
-            "swebench_env": swebench_env,
-            "r2e_env": r2e_env,
-            "sandbox.memory": memory,
-            "sandbox.cpus": cpus,
-            "sandbox_backend": sandbox,
         },
     )
     if dry_run:
@@ -190,13 +144,7 @@ def grade(
     config: Path = CONFIG,
     overrides: list[str] = OVERRIDES,
     dataset: str = DATASET,
-    workers: int = typer.Option(None, min=1, help="gradings at once"),
-    repo_mirror: Path = typer.Option(None, help="folder of git clones (SWE-bench)"),
-    swebench_env: str = typer.Option(None, help="auto | build | image"),
-    r2e_env: str = R2E_ENV,
-    max_infra_errors: int = typer.Option(
-        None, min=0, help="gradings that may end infra_error before the command exits 3"
-    ),
+    repo_mirror: Path = REPO_MIRROR,
 ) -> None:
     """Grade patches made elsewhere, with the same grader and sandbox limits as `run`."""
     from deepswe.eval.grade_predictions import grade_all
@@ -205,14 +153,7 @@ def grade(
     cfg = read_config(
         config,
         overrides,
-        {
-            "dataset": dataset,
-            "workers": workers,
-            "max_infra_errors": max_infra_errors,
-            "repo_mirror": str(repo_mirror) if repo_mirror else None,
-            "swebench_env": swebench_env,
-            "r2e_env": r2e_env,
-        },
+        {"dataset": dataset, "repo_mirror": str(repo_mirror) if repo_mirror else None},
     )
     try:
         preds = read_predictions(predictions)
@@ -244,5 +185,14 @@ for _verb in (
     app.command()(_verb)
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The console script: an old flag is answered with its override, then the app runs."""
+    try:
+        refuse_retired(sys.argv[1:])
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
     app()
+
+
+if __name__ == "__main__":
+    main()

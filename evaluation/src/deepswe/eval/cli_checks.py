@@ -15,11 +15,7 @@ from deepswe.eval.cli_common import (
     IDS,
     LIMIT,
     OVERRIDES,
-    R2E_ENV,
     REPO_MIRROR,
-    SANDBOX,
-    SWEBENCH_ENV,
-    WORKERS,
     fail,
     read_config,
     say_unsupported,
@@ -36,13 +32,9 @@ def validate(
     overrides: list[str] = OVERRIDES,
     dataset: str = DATASET,
     rounds: int = typer.Option(None, min=1, help="runs of each baseline per task"),
-    workers: int = WORKERS,
     limit: int = LIMIT,
     ids: list[str] = IDS,
-    sandbox: str = SANDBOX,
     repo_mirror: Path = REPO_MIRROR,
-    swebench_env: str = SWEBENCH_ENV,
-    r2e_env: str = R2E_ENV,
     tools: bool = typer.Option(
         True, help="also replay the gold patch through the agent's tools (reported apart)"
     ),
@@ -55,7 +47,7 @@ def validate(
         config,
         overrides,
         {
-            **task_set_flags(dataset, workers, sandbox, repo_mirror, swebench_env, r2e_env),
+            **task_set_flags(dataset, repo_mirror),
             "baseline_runs": rounds,
         },
     )
@@ -81,13 +73,9 @@ def audit(
     config: Path = CONFIG,
     overrides: list[str] = OVERRIDES,
     dataset: str = DATASET,
-    workers: int = WORKERS,
     limit: int = LIMIT,
     ids: list[str] = IDS,
-    sandbox: str = SANDBOX,
     repo_mirror: Path = REPO_MIRROR,
-    swebench_env: str = SWEBENCH_ENV,
-    r2e_env: str = R2E_ENV,
     attacks: list[str] = typer.Option(
         None, "--attacks", help="only this attack (repeat the option); default: every attack"
     ),
@@ -109,7 +97,7 @@ def audit(
     cfg = read_config(
         config,
         overrides,
-        task_set_flags(dataset, workers, sandbox, repo_mirror, swebench_env, r2e_env),
+        task_set_flags(dataset, repo_mirror),
     )
     result = _manifest(cfg, out, ids, limit, attacks or None)
     s = result.summary
@@ -145,13 +133,9 @@ def health(
     overrides: list[str] = OVERRIDES,
     dataset: str = DATASET,
     rounds: int = typer.Option(None, min=1, help="runs of gold and empty per task (default 3)"),
-    workers: int = WORKERS,
     limit: int = LIMIT,
     ids: list[str] = IDS,
-    sandbox: str = SANDBOX,
     repo_mirror: Path = REPO_MIRROR,
-    swebench_env: str = SWEBENCH_ENV,
-    r2e_env: str = R2E_ENV,
 ) -> None:
     """Each task's health: gold run N times (flaky when the runs disagree), the empty patch, a
     need for the network read from gold's log. Writes OUT/health.json, which training reads to
@@ -161,7 +145,7 @@ def health(
         config,
         overrides,
         {
-            **task_set_flags(dataset, workers, sandbox, repo_mirror, swebench_env, r2e_env),
+            **task_set_flags(dataset, repo_mirror),
             "baseline_runs": rounds or 3,
         },
     )

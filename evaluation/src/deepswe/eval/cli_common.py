@@ -11,20 +11,58 @@ import typer
 
 DATASET_HELP = "swe-bench-verified | swe-mini[:train|:test] | r2e-gym-subset | a task file"
 CONFIG = typer.Option(None, "--config", help="a profile YAML; its `eval:` section is read")
-OVERRIDES = typer.Argument(None, help="eval.a.b=value overrides of the config, in order")
-SANDBOX = typer.Option(
-    None, "--sandbox", help="sandbox backend: docker | kubernetes | local | module:Class"
+OVERRIDES = typer.Argument(
+    None,
+    help="eval.a.b=value overrides of the config, in order (eval.runs=16, eval.workers=4, "
+    "eval.policy.name=gold, eval.sandbox_backend=kubernetes, eval.swebench_env=build)",
 )
 DATASET = typer.Option(None, help=DATASET_HELP)
-WORKERS = typer.Option(None, min=1, help="episodes in flight at once")
 LIMIT = typer.Option(None, help="first N tasks (by instance_id) only")
 IDS = typer.Option(None, help="only these instance ids (repeat the option)")
 REPO_MIRROR = typer.Option(None, help="folder of git clones <owner>__<name>")
-SWEBENCH_ENV = typer.Option(None, help="SWE-bench environments: auto | build | image")
-R2E_ENV = typer.Option(None, help="R2E-Gym environments: auto | build | image")
 HEALTH = typer.Option(
     None, help="a health manifest (deepswe-eval health): Pass@1 on its healthy tasks beside all"
 )
+
+
+# Flags that once restated config fields, and the override that sets each now: an old command
+# gets one line naming it instead of click's "No such option".
+RETIRED_FLAGS = {
+    "--policy": "eval.policy.name",
+    "--runs": "eval.runs",
+    "--workers": "eval.workers",
+    "--base-url": "eval.policy.base_url",
+    "--model": "eval.policy.model",
+    "--temperature": "eval.policy.temperature",
+    "--max-tokens": "eval.policy.max_tokens",
+    "--seed": "eval.policy.seed",
+    "--policy-arg": "eval.policy.args.KEY",
+    "--max-steps": "eval.episode.max_steps",
+    "--max-context": "eval.episode.max_context_tokens",
+    "--prompt-variant": "eval.episode.prompt_variant",
+    "--infra-retries": "eval.infra_retries",
+    "--max-infra-errors": "eval.max_infra_errors",
+    "--memory": "eval.sandbox.memory",
+    "--cpus": "eval.sandbox.cpus",
+    "--sandbox": "eval.sandbox_backend",
+    "--swebench-env": "eval.swebench_env",
+    "--r2e-env": "eval.r2e_env",
+}
+CONFIG_VERBS = ("run", "grade", "validate", "audit", "health")
+
+
+def refuse_retired(argv: list[str]) -> None:
+    """Exit 2 naming the override when a verb that reads the config is given a retired flag."""
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    if verb not in CONFIG_VERBS:
+        return
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if flag in RETIRED_FLAGS:
+            fail(
+                f"{verb} {flag}: a config value is set by an override now, e.g. "
+                f"{RETIRED_FLAGS[flag]}=VALUE (after the verb; see `deepswe-eval {verb} --help`)"
+            )
 
 
 def keep_health(path: Path | None, run_dir: Path) -> None:
@@ -58,24 +96,11 @@ def read_config(config: Path | None, overrides: list[str] | None, edits: dict[st
         fail(str(exc))
 
 
-def task_set_flags(
-    dataset: str | None,
-    workers: int | None,
-    sandbox: str | None,
-    repo_mirror: Path | None,
-    swebench_env: str | None,
-    r2e_env: str | None,
-) -> dict[str, Any]:
+def task_set_flags(dataset: str | None, repo_mirror: Path | None) -> dict[str, Any]:
     """The eval-config fields that the verbs over a task set (validate, audit, health) take as
-    flags, named as the config names them; None where the flag was not given."""
-    return {
-        "dataset": dataset,
-        "workers": workers,
-        "sandbox_backend": sandbox,
-        "repo_mirror": str(repo_mirror) if repo_mirror else None,
-        "swebench_env": swebench_env,
-        "r2e_env": r2e_env,
-    }
+    flags (where things are on this machine), named as the config names them; None where the
+    flag was not given."""
+    return {"dataset": dataset, "repo_mirror": str(repo_mirror) if repo_mirror else None}
 
 
 def load_dataset(name: str, ids: list[str] | None, limit: int | None):
@@ -156,13 +181,6 @@ def say_unsupported(unsupported: dict[str, str], dataset: str) -> None:
     typer.echo(f"  what builds here: deepswe-eval envs --dataset {dataset}", err=True)
 
 
-def key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        fail(f"--policy-arg {text!r}: expected key=value")
-    return key, value
-
-
 def check_infra_errors(store, allowed: int, retries: int) -> None:
     """Exit 3 when more episodes than `allowed` are still infra_error: their numbers are not
     results, and a script that reads only the exit status must not take them for a run."""
@@ -177,7 +195,7 @@ def check_infra_errors(store, allowed: int, retries: int) -> None:
         f"{len(left)} episode(s) are still infra_error after {retries} retries (allowed: "
         f"{allowed}); e.g. {first.instance_id} run {first.run}: {why}\nthe report counts them "
         "apart; run the same command again to retry them, or accept N with "
-        "--max-infra-errors N",
+        "eval.max_infra_errors=N",
         code=3,
     )
 

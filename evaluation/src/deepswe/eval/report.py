@@ -102,7 +102,7 @@ def summary_table(m: dict) -> str:
         (
             "tasks x runs",
             f"{m['tasks']} x {m['runs']} = {m['episodes_expected']}",
-            "selected tasks times --runs",
+            "selected tasks times eval.runs",
         ),
         ("episodes stored", str(m["episodes_stored"]), "episode files on disk"),
         ("Pass@1", f"{_pct(m['pass@1_mean'])} ± {_pct(m['pass@1_std'])}", m["pass@1_how"]),

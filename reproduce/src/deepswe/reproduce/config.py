@@ -30,8 +30,8 @@ class SweToy(_Section):
 
 class Learning(_Section):
     """Held-out evaluation of the trained model against its own SFT start: the same tasks,
-    protocol and per-(task, run, reply) seeds, both served by vLLM and driven by `--policy
-    openai`, as a user evaluates any model."""
+    protocol and per-(task, run, reply) seeds, both served by vLLM and driven by the
+    openai policy, as a user evaluates any model."""
 
     dataset: str = Field("runs/data/swe-toy/test.jsonl", description="held-out tasks")
     runs: int = Field(4, ge=1, description="runs per task and model (Pass@1 +- std over runs)")

@@ -258,9 +258,9 @@ def build(out: Path, cfg: ReproduceConfig) -> tuple[list[Block], dict]:
         delta = (trained_m["pass@1_mean"] or 0) - (sft_m["pass@1_mean"] or 0)
         blocks.append(
             Para(
-                f"Both checkpoints were served by vLLM's CPU build and evaluated with `deepswe-eval run "
-                f"--policy openai --seed {cfg.learning.seed}` on the same {cfg.swe_toy.test} held-out "
-                f"tasks x {cfg.learning.runs} runs: reply i of (task, run) is sampled with the same "
+                "Both checkpoints were served by vLLM's CPU build and evaluated with "
+                f"`deepswe-eval run eval.policy.name=openai eval.policy.seed={cfg.learning.seed}` "
+                f"on the same {cfg.swe_toy.test} held-out tasks x {cfg.learning.runs} runs: reply i of (task, run) is sampled with the same "
                 f"seed for both, at T = 1. Change: **{100 * delta:+.1f} points**. Paired over "
                 f"{pair['pairs']} (task, run) episodes: resolved by the trained model only "
                 f"{pair['only_trained']}, by the SFT start only {pair['only_sft']}, by both "

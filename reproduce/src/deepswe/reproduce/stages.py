@@ -157,8 +157,8 @@ def _pass_at_1(run_dir: Path) -> dict:
 
 
 def _serve_and_eval(ctx: Context, model_dir: Path, jobs: list[tuple[str, list[str]]]) -> dict:
-    """Serve `model_dir` with vLLM (CPU build) and run `deepswe-eval run --policy openai` for
-    each (out folder name, extra args) in `jobs`; their Pass@1 by name."""
+    """Serve `model_dir` with vLLM (CPU build) and run `deepswe-eval run` with the openai policy
+    for each (out folder name, extra args) in `jobs`; their Pass@1 by name."""
     from deepswe.train.engines.vllm_server import VLLMServer, VLLMServerError
 
     try:
@@ -177,14 +177,10 @@ def _serve_and_eval(ctx: Context, model_dir: Path, jobs: list[tuple[str, list[st
                 ctx.profile,
                 "--out",
                 run_dir,
-                "--policy",
-                "openai",
-                "--base-url",
-                f"{server.url}/v1",
-                "--model",
-                "policy",
-                "--prompt-variant",
-                "train",
+                "eval.policy.name=openai",
+                f"eval.policy.base_url={server.url}/v1",
+                "eval.policy.model=policy",
+                "eval.episode.prompt_variant=train",
                 *extra,
             )
             out[name] = _pass_at_1(run_dir)
@@ -198,16 +194,11 @@ def _learning_args(ctx: Context) -> list[str]:
     return [
         "--dataset",
         c.dataset,
-        "--runs",
-        str(c.runs),
-        "--seed",
-        str(c.seed),
-        "--max-steps",
-        str(c.max_steps),
-        "--max-tokens",
-        str(c.max_tokens),
-        "--workers",
-        str(c.workers),
+        f"eval.runs={c.runs}",
+        f"eval.policy.seed={c.seed}",
+        f"eval.episode.max_steps={c.max_steps}",
+        f"eval.policy.max_tokens={c.max_tokens}",
+        f"eval.workers={c.workers}",
     ]
 
 
@@ -223,12 +214,9 @@ def eval_trained(ctx: Context) -> StageResult:
         "--dataset",
         c.dataset,
         *ids,
-        "--runs",
-        str(c.runs),
-        "--max-steps",
-        str(c.max_steps),
-        "--max-tokens",
-        str(c.max_tokens),
+        f"eval.runs={c.runs}",
+        f"eval.episode.max_steps={c.max_steps}",
+        f"eval.policy.max_tokens={c.max_tokens}",
     ]
     res = _serve_and_eval(
         ctx,
@@ -306,7 +294,7 @@ def tiny_stages(ctx: Context) -> list[Stage]:
         Stage("train", "GRPO++ on swe-toy train, episodes in Docker", train),
         Stage(
             "eval-sft",
-            "the SFT start on held-out swe-toy, served by vLLM, --policy openai",
+            "the SFT start on held-out swe-toy, served by vLLM, the openai policy",
             eval_sft,
         ),
         Stage(

@@ -219,27 +219,14 @@ def sft(
         "--out",
         help="Folder for the fine-tuned HF model and its resolved config.yaml (absent or empty).",
     ),
-    epochs: int | None = typer.Option(
-        None, "--epochs", help="Override sft.epochs: passes over the scripted sequences."
-    ),
-    lr: float | None = typer.Option(None, "--lr", help="Override sft.lr: AdamW peak rate."),
-    wrong_per_task: int | None = typer.Option(
-        None, "--wrong-per-task", help="Override sft.wrong_per_task: wrong fixes per right one."
-    ),
-    seed: int | None = typer.Option(
-        None, "--seed", help="Override sft.seed: shuffling and torch seed."
-    ),
 ) -> None:
     """SFT warm-start (tiny profile): record scripted right and wrong fixes of the train tasks
     through the real tools in Docker, then fine-tune model.path on them (assistant tokens)."""
     from deepswe.train.config import ConfigError, load_config
     from deepswe.train.sft import run_sft
 
-    # The flags are overrides of the profile's sft section, applied after the positional ones.
-    flags = {"epochs": epochs, "lr": lr, "wrong_per_task": wrong_per_task, "seed": seed}
-    flagged = [f"sft.{key}={value!r}" for key, value in flags.items() if value is not None]
     try:
-        cfg = load_config(config, [*(overrides or []), *flagged])
+        cfg = load_config(config, overrides or [])
     except ConfigError as e:
         raise _fail(str(e), EXIT_INVALID) from None
     if out.exists() and any(out.iterdir()):

@@ -124,7 +124,10 @@ def make_policy(spec: PolicySpec, task: Task, run: int = 0) -> Policy:
         return policy_class("replay")(replay_path(Path(spec.replay_dir), task.instance_id, run))
     if spec.name == "openai":
         if not (spec.base_url and spec.model):
-            raise ValueError("policy openai needs a base_url and a model (--base-url, --model)")
+            raise ValueError(
+                "policy openai needs a base_url and a model (deepswe-env episode: --base-url, "
+                "--model; deepswe-eval: eval.policy.base_url=, eval.policy.model=)"
+            )
         return policy_class("openai")(
             base_url=spec.base_url,
             model=spec.model,

@@ -102,7 +102,10 @@ def check_policy_endpoint(spec: PolicySpec) -> ServedModel | None:
     if spec.name != "openai":
         return None
     if not (spec.base_url and spec.model):
-        raise ValueError("policy openai needs a base_url and a model (--base-url, --model)")
+        raise ValueError(
+            "policy openai needs a base_url and a model (deepswe-env episode: --base-url, "
+            "--model; deepswe-eval: eval.policy.base_url=, eval.policy.model=)"
+        )
     return check_endpoint(OpenAIPolicyConfig(base_url=spec.base_url, model=spec.model))
 
 

@@ -90,14 +90,11 @@ def eval_run(ctx: Ctx, split: str, n: int, run_dir: Path) -> None:
         str(run_dir),
         "--dataset",
         pick.dataset,
-        "--runs",
-        str(n),
-        "--workers",
-        str(ctx.cfg.workers),
     ]
     for t in ctx.tasks[split]:
         cmd += ["--ids", t.instance_id]
-    cmd += ctx.eval_overrides
+    # the pipeline's own values come last: an override applied later wins
+    cmd += [*ctx.eval_overrides, f"eval.runs={n}", f"eval.workers={ctx.cfg.workers}"]
     ctx.log(f"tts candidates: {split}/model: {n} per task x {len(ctx.tasks[split])} tasks")
     code = relay(cmd, ctx.log)
     if code != 0:

@@ -1,5 +1,6 @@
-"""A local checkpoint as an evaluation policy: `deepswe-eval run --policy
-deepswe.train.engines.local:LocalModelPolicy --policy-arg path=runs/train-tiny/final`.
+"""A local checkpoint as an evaluation policy: `deepswe-eval run
+eval.policy.name=deepswe.train.engines.local:LocalModelPolicy
+eval.policy.args.path=runs/train-tiny/final`.
 
 The evaluation harness makes one policy per episode; the model behind them is loaded once per
 process and shared (HFEngine serialises sampling with its own lock).

@@ -104,7 +104,9 @@ def _infra_errors(eval_run: Path, records: list[EpisodeRecord]) -> Finding | Non
 
 def _weights(card: RunCard, model: Path) -> Finding | None:
     served = card.served_weights
-    evaluate = f"evaluate {model} itself (serve it, then `deepswe-eval run --policy openai`)"
+    evaluate = (
+        f"evaluate {model} itself (serve it, then `deepswe-eval run eval.policy.name=openai`)"
+    )
     if served is None or not served.digest:
         named = (
             f"it names {served.model!r}" + (f" at {served.root}" if served.root else "")

@@ -190,7 +190,7 @@ def _check_evaluation(eval_run: Path, model: Path, force: bool) -> list[Finding]
         raise StageError(
             f"{eval_run} evaluated the {policy['name']!r} policy, not this model: "
             "its numbers cannot go in the model card; publish it alone (--eval "
-            "without RUN) or evaluate the model with --policy openai"
+            "without RUN) or evaluate the model with eval.policy.name=openai"
         )
     try:
         findings = evaluation_findings(eval_run, model)
