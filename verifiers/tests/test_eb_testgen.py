@@ -23,8 +23,10 @@ from deepswe.verify.eb import (
     AgentTestWriter,
     IssueTestStatus,
     SandboxPlan,
+    ScriptedStandinWriter,
     Written,
     generate_tests,
+    make_writer,
 )
 from deepswe.verify.eb.agent_writer import TestgenPolicy
 from deepswe.verify.eb.scripted_writer import claim_of, write_standin_test
@@ -56,6 +58,17 @@ def test_the_standin_reads_nearly_every_swe_mini_issue_and_nothing_hidden():
         for test_id in row.hidden.fail_to_pass:  # a hidden test's name never reaches the test
             name = test_id.split("::")[-1].split("[")[0]
             assert name not in src or name in row.problem_statement, (row.instance_id, name)
+
+
+def test_one_factory_makes_each_writer_by_its_name():
+    """tts.eb.writer and deepswe-verify's --writer both come here (verify.eb.writers)."""
+    assert isinstance(make_writer("scripted-standin"), ScriptedStandinWriter)
+    spec = PolicySpec(name="openai", base_url="http://h/v1", model="m")
+    assert isinstance(make_writer("agent", spec), AgentTestWriter)
+    with pytest.raises(ValueError, match="needs a policy with an endpoint"):
+        make_writer("agent")
+    with pytest.raises(ValueError, match="unknown test writer 'nope'"):
+        make_writer("nope")
 
 
 def test_claims_read_from_issue_phrasing():

@@ -98,17 +98,20 @@ def _judge(path, url, model, tokenizer):
 
 
 def _writer(kind, url, model):
-    from deepswe.verify.eb import AgentTestWriter, ScriptedStandinWriter
+    from deepswe.verify.eb import make_writer
 
-    if kind == "scripted-standin":
-        return ScriptedStandinWriter()
-    if kind != "agent" or not (url and model):
-        raise _fail("--writer: scripted-standin, or agent with --writer-url and --writer-model")
-    from deepswe.env.policies import PolicySpec
+    spec = None
+    if kind == "agent":
+        if not (url and model):
+            raise _fail("--writer agent needs --writer-url and --writer-model")
+        from deepswe.env.policies import PolicySpec
 
-    spec = PolicySpec(name="openai", base_url=url, model=model)
-    _check_endpoint(spec)
-    return AgentTestWriter(spec)
+        spec = PolicySpec(name="openai", base_url=url, model=model)
+        _check_endpoint(spec)
+    try:
+        return make_writer(kind, spec)
+    except ValueError as exc:
+        raise _fail(f"--writer: {exc}") from None
 
 
 def _check_endpoint(endpoint: EndpointConfig | PolicySpec) -> None:

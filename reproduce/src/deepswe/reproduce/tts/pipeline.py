@@ -193,10 +193,9 @@ def stage_ef(ctx: Ctx) -> None:
 
 def stage_eb(ctx: Ctx) -> None:
     from deepswe.verify.eb import (
-        AgentTestWriter,
         SandboxPlan,
-        ScriptedStandinWriter,
         generate_tests,
+        make_writer,
         score_regression,
         score_reproduction,
     )
@@ -210,12 +209,8 @@ def stage_eb(ctx: Ctx) -> None:
         workers=ctx.cfg.eb.workers,
     )
     score_regression(pools, tasks, store, plan=plan, log=ctx.log)
-    if ctx.cfg.eb.writer == "agent":
-        writer = AgentTestWriter(
-            ctx.eval_cfg.policy, ctx.eval_cfg.episode, ctx.pool("test") / "eb" / "testgen-episodes"
-        )
-    else:
-        writer = ScriptedStandinWriter()
+    episodes = ctx.pool("test") / "eb" / "testgen-episodes"
+    writer = make_writer(ctx.cfg.eb.writer, ctx.eval_cfg.policy, ctx.eval_cfg.episode, episodes)
     generate_tests(
         list(tasks.values()), store, writer, n=ctx.cfg.eb.tests_per_task, plan=plan, log=ctx.log
     )

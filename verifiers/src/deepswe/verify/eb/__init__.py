@@ -15,7 +15,7 @@ Two verifiers, each scoring candidate pools into a `VerdictStore` (resumable: wh
 instance_id -> Task with its test command filled in. Writers: `ScriptedStandinWriter` (tiny
 profile: the issue's own snippet as a test, no model; a stand-in, named so everywhere) and
 `AgentTestWriter(PolicySpec(...))` (the agent loop with a test-writing prompt, any
-OpenAI-compatible endpoint). `SandboxPlan` sets the backend, limits and worker count.
+OpenAI-compatible endpoint), made by name with `make_writer` (eb/writers.py, the one factory). `SandboxPlan` sets the backend, limits and worker count.
 
 Files, beside the verdicts of the same run (`runs/<ID>/`):
 
@@ -43,6 +43,7 @@ from deepswe.verify.eb.testgen import (
     load_tests,
     writer_view,
 )
+from deepswe.verify.eb.writers import WRITERS, make_writer
 
 __all__ = [
     "AgentTestWriter",
@@ -51,9 +52,11 @@ __all__ = [
     "SandboxPlan",
     "ScriptedStandinWriter",
     "TestWriter",
+    "WRITERS",
     "Written",
     "generate_tests",
     "load_tests",
+    "make_writer",
     "score_regression",
     "score_reproduction",
     "writer_view",
