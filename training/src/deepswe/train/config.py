@@ -24,7 +24,7 @@ from deepswe.eval.config import EvalConfig
 from deepswe.train.algos import GRPOConfig
 from deepswe.train.backends import OptimConfig
 from deepswe.train.backends.megatron.model import MegatronOptions, ParallelConfig
-from deepswe.train.sft import SFTConfig
+from deepswe.train.sft_config import SFTConfig
 from deepswe.verify.tts_config import TTSConfig
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deepswe.env.trajectory import Trajectory
+from deepswe.train.config import TrainConfig
 from deepswe.train.engines.policy import EnginePolicy
 
 
@@ -32,7 +33,7 @@ def rollout_seed(seed: int, step: int, slot: int, k: int) -> int:
     return (((seed * 1_000_003 + step) * 4_099 + slot) * 1_031 + k) * 65_536
 
 
-def episode_policy(engine: Any, cfg: Any, seed: int) -> EnginePolicy:
+def episode_policy(engine: Any, cfg: TrainConfig, seed: int) -> EnginePolicy:
     """The policy of one training episode sampled from `seed` on, under `cfg.rollout`'s limits
     (a TrainConfig): temperature, the per-reply cap, prompt + response as the context bound."""
     ro = cfg.rollout
@@ -45,7 +46,7 @@ def episode_policy(engine: Any, cfg: Any, seed: int) -> EnginePolicy:
     )
 
 
-def run_rollout(source: Any, engine: Any, cfg: Any, job: RolloutJob) -> Trajectory:
+def run_rollout(source: Any, engine: Any, cfg: TrainConfig, job: RolloutJob) -> Trajectory:
     """Play `job` on `source` (a RolloutSource) with `engine`'s policy, seeded by cfg.run.seed."""
     seed = rollout_seed(cfg.run.seed, job.step, job.slot, job.k)
     return source.rollout(source.tasks()[job.task], episode_policy(engine, cfg, seed))

@@ -7,7 +7,8 @@ through the real tools in real sandboxes and graded by the hidden tests. Trained
 `wrong_per_task` wrong, the model samples the right fix about 1 time in 1 + wrong_per_task: a
 starting policy GRPO++ can measurably improve (bench/learning.py).
 
-Its settings are the `sft:` section of the training profile (`SFTConfig`), so one YAML holds the
+Its settings are the `sft:` section of the training profile (`SFTConfig`, sft_config.py, apart so
+that TrainConfig can hold it while this module types its config as TrainConfig), so one YAML holds the
 whole tiny recipe; the resolved config is written into the output folder beside the model.
 
 Sequences are built as the trainer builds them (`deepswe.train.rollout.build_sequence`): the
@@ -26,55 +27,13 @@ from typing import Any
 
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
 
 from deepswe.data.task import Task
 from deepswe.env.trajectory import Trajectory
+from deepswe.train.config import TrainConfig
 from deepswe.train.rollout import ChatRenderer, TokenSequence, build_sequence
 from deepswe.train.scripted_fixes import ScriptedEpisode, record_episodes
-
-
-class SFTConfig(BaseModel):
-    """The SFT stage's settings: the `sft:` section of a training profile. Defaults are the tiny
-    profile's (training/README.md, "The tiny model learns"); deepswe-32b skips the stage."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    wrong_per_task: int = Field(
-        2,
-        ge=0,
-        description="wrong scripted fixes per right one: the start policy picks the "
-        "right fix about 1 time in 1 + this (ours: 1:2 leaves GRPO++ room to improve)",
-    )
-    epochs: int = Field(
-        300,
-        ge=1,
-        description="passes over the scripted sequences. One toy task: 300 epochs = "
-        "900 steps, ~4 min, loss 0.0128 nats a token, the floor the 1:2 right:wrong choice sets "
-        "(ln 3 at one token of ~80); after 100 (0.02) one reply in three was malformed at T = 1 "
-        "and GRPO++ gained half as much",
-    )
-    lr: float = Field(
-        3e-3,
-        gt=0,
-        description="AdamW peak learning rate; a randomly initialised tiny model "
-        "needs a large step (ours, measured with bench/learning.py)",
-    )
-    final_lr: float = Field(
-        0.1,
-        ge=0,
-        le=1,
-        description="linear decay to lr x this at the last step: the last epochs sharpen the fit",
-    )
-    weight_decay: float = Field(
-        0.0,
-        ge=0,
-        description="AdamW weight decay; none: the stage means to fit its scripted "
-        "data, not to generalise beyond it",
-    )
-    grad_clip: float = Field(1.0, gt=0, description="max global grad norm (as GRPO++: verl 1.0)")
-    seed: int = Field(0, description="seeds the shuffling order and the torch RNG")
-    threads: int = Field(2, ge=1, description="torch CPU threads (a shared 2-core box)")
+from deepswe.train.sft_config import SFTConfig
 
 
 def sft_sequence(traj: Trajectory, renderer: ChatRenderer) -> TokenSequence:
@@ -168,7 +127,7 @@ def train_tasks(path: str | Path) -> list[Task]:
 
 
 def run_sft(
-    train_cfg: Any,
+    train_cfg: TrainConfig,
     out: str | Path,
     cfg: SFTConfig | None = None,
     tasks: list[Task] | None = None,
@@ -200,7 +159,7 @@ def run_sft(
 
 
 def policy_reward(
-    engine: Any, source: Any, cfg: Any, samples: int, seed: int
+    engine: Any, source: Any, cfg: TrainConfig, samples: int, seed: int
 ) -> tuple[float, list[Trajectory]]:
     """Mean reward of the engine's policy over `samples` episodes of every task of `source`,
     sampled as GRPO++ rollouts are (sampling.episode_policy), episode k of task t seeded as

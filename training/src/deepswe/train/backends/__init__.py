@@ -75,7 +75,8 @@ class TrainingBackend(Protocol):
     @classmethod
     def from_config(cls, cfg: Any) -> Any:
         """Build the plug-in from the run's TrainConfig (it reads the sections it needs):
-        how deepswe.train.plugins builds every engine, backend and source."""
+        how deepswe.train.plugins builds every engine, backend and source. Typed Any here:
+        TrainConfig holds this package's OptimConfig, so importing it back is a cycle."""
         ...
 
     def forward_logprobs(

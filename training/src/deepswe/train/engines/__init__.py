@@ -40,7 +40,9 @@ class InferenceEngine(Protocol):
     @classmethod
     def from_config(cls, cfg: Any) -> Any:
         """Build the plug-in from the run's TrainConfig (it reads the sections it needs):
-        how deepswe.train.plugins builds every engine, backend and source."""
+        how deepswe.train.plugins builds every engine, backend and source. Typed Any here:
+        this package also loads inside vLLM's own venv (its worker extension), which has
+        neither deepswe.data nor the config's other dependencies."""
         ...
 
     def sample(

@@ -12,12 +12,13 @@ from typing import Any, Protocol, runtime_checkable
 from deepswe.env.policies import Policy
 from deepswe.env.registry import resolve
 from deepswe.env.trajectory import Trajectory
+from deepswe.train.config import TrainConfig
 
 
 @runtime_checkable
 class RolloutSource(Protocol):
     @classmethod
-    def from_config(cls, cfg: Any) -> Any:
+    def from_config(cls, cfg: TrainConfig) -> Any:
         """Build the plug-in from the run's TrainConfig (it reads the sections it needs):
         how deepswe.train.plugins builds every engine, backend and source."""
         ...

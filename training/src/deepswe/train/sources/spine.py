@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from deepswe.data.task import Task
 from deepswe.env.episode import run_task
 from deepswe.env.policies import Policy
 from deepswe.env.trajectory import Trajectory
+from deepswe.train.config import TrainConfig
 from deepswe.train.sources.task_list import training_tasks
 
 
@@ -15,10 +14,10 @@ class SpineSource:
     """Tasks from `data.path` (deepswe.data.loaders.load_tasks); one run_task per rollout."""
 
     @classmethod
-    def from_config(cls, cfg: Any) -> SpineSource:
+    def from_config(cls, cfg: TrainConfig) -> SpineSource:
         return cls(cfg)
 
-    def __init__(self, cfg: Any, tasks: list[Task] | None = None) -> None:
+    def __init__(self, cfg: TrainConfig, tasks: list[Task] | None = None) -> None:
         self.cfg = cfg
         self._tasks = tasks
         self.limits = cfg.episode.limits(cfg.rollout)  # keep_thinking: one sequence per episode
