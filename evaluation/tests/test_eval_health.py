@@ -192,7 +192,8 @@ TESTS = (
 # in even windows of WINDOW_S seconds, fails in odd ones, and holds its sandbox until the next
 # window starts, so of two runs one after the other (one worker), the second lands in the next
 # window and disagrees with the first. It assumes less than WINDOW_S seconds between one run's
-# test and the next one's (a few seconds here, under load).
+# test and the next one's: measured here, the second run's episode began 0.1 s after the first
+# ended, then a sandbox start and pytest's own before its test.
 WINDOW_S = 20
 CLOCK = (
     "import time\n\n\ndef test_clock():\n    now = time.time()\n"
