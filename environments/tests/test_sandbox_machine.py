@@ -114,6 +114,17 @@ def test_a_connect_to_an_outside_address_times_out(cpu_task):
         for host in ("10.255.255.1", "1.1.1.1", gateway or "172.17.0.1", peer):
             out = a.run(CONNECT.format(host=host), timeout=30).stdout.split()
             assert out[0] == "TimeoutError" and float(out[1]) >= 1.9, (host, out)
+    # the network's bridge is this engine's own: a second engine on the host (which once took
+    # over a shared name and moved the gateway, turning these timeouts into "No route to host")
+    # makes another
+    from deepswe.env.sandbox.docker import client
+    from deepswe.env.sandbox.offline import BRIDGE, NETWORK, bridge_name
+
+    engine = client()
+    name = bridge_name(engine)
+    assert name.startswith("deepswe-") and len(name) <= 15 and name != BRIDGE
+    made = engine.networks.get(NETWORK).attrs["Options"]["com.docker.network.bridge.name"]
+    assert made in (name, BRIDGE)  # BRIDGE: a network made before bridge_name, kept as it is
     with DockerSandbox(image, SandboxLimits(memory="512m", offline="unreachable")) as c:
         out = c.run(CONNECT.format(host="10.255.255.1"), timeout=30).stdout.split()
         assert out[0] == "OSError" and float(out[1]) < 1.0  # no interface: fails at once

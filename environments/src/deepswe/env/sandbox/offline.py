@@ -12,7 +12,10 @@ join this Docker bridge network instead, whose every packet the host drops:
 - `iptables -I INPUT -s SUBNET -j DROP`: the host's own services (an inference server on
   0.0.0.0) are out of reach too;
 - inter-container traffic off and no masquerading (`enable_icc`, `enable_ip_masquerade`), so
-  two sandboxes cannot talk.
+  two sandboxes cannot talk;
+- its Linux bridge named after the engine (`bridge_name`): a second engine on the same host (a
+  second dockerd, rootless beside rootful) makes its own network and must not take over this
+  one's bridge, which once moved the first engine's gateway to another subnet.
 A connect to any address then times out; a name lookup fails after the resolver's timeout.
 
 The rules are the host's: this needs root on the machine the engine runs on (the engine is on
@@ -25,6 +28,7 @@ NetworkPolicy (infra/kubernetes/networkpolicy.yaml): packets dropped by the CNI.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -34,7 +38,7 @@ import docker.errors
 from deepswe.env.sandbox import SandboxStartError
 
 NETWORK = "deepswe-offline"
-BRIDGE = "deepswe-off0"
+BRIDGE = "deepswe-off0"  # the name before bridge_name; a network made with it stays as it is
 LABEL = "deepswe.offline"
 _lock = threading.Lock()
 _ready: str | None = None  # the network's name once its rules are in place (this process)
@@ -91,6 +95,13 @@ def ensure_offline_network(client) -> str:
         return _ready
 
 
+def bridge_name(client) -> str:
+    """The Linux bridge of this engine's offline network: `deepswe-` and the start of the
+    engine's ID, so two engines on one host never share it (15 characters at most: IFNAMSIZ)."""
+    engine = re.sub(r"[^a-z0-9]", "", str(client.info().get("ID", "")).lower())
+    return f"deepswe-{engine[:7]}" if engine else BRIDGE
+
+
 def _create(client):
     try:
         client.networks.create(
@@ -98,7 +109,7 @@ def _create(client):
             driver="bridge",
             labels={LABEL: "1"},
             options={
-                "com.docker.network.bridge.name": BRIDGE,
+                "com.docker.network.bridge.name": bridge_name(client),
                 "com.docker.network.bridge.enable_icc": "false",
                 "com.docker.network.bridge.enable_ip_masquerade": "false",
             },
@@ -134,4 +145,4 @@ def offline_network_mode(client, *, required: bool) -> str:
         return "none"
 
 
-__all__ = ["NETWORK", "ensure_offline_network", "offline_network_mode"]
+__all__ = ["NETWORK", "bridge_name", "ensure_offline_network", "offline_network_mode"]
