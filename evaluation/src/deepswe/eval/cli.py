@@ -36,6 +36,7 @@ from deepswe.eval.cli_common import (
     read_config,
     refuse_retired,
     say_unsupported,
+    task_set_flags,
 )
 
 app = typer.Typer(
@@ -108,9 +109,8 @@ def run(
         config,
         overrides,
         {
-            "dataset": dataset,
+            **task_set_flags(dataset, repo_mirror),
             "policy.replay_dir": str(replay_dir) if replay_dir else None,
-            "repo_mirror": str(repo_mirror) if repo_mirror else None,
         },
     )
     if dry_run:
@@ -153,7 +153,7 @@ def grade(
     cfg = read_config(
         config,
         overrides,
-        {"dataset": dataset, "repo_mirror": str(repo_mirror) if repo_mirror else None},
+        task_set_flags(dataset, repo_mirror),
     )
     try:
         preds = read_predictions(predictions)

@@ -97,9 +97,8 @@ def read_config(config: Path | None, overrides: list[str] | None, edits: dict[st
 
 
 def task_set_flags(dataset: str | None, repo_mirror: Path | None) -> dict[str, Any]:
-    """The eval-config fields that the verbs over a task set (validate, audit, health) take as
-    flags (where things are on this machine), named as the config names them; None where the
-    flag was not given."""
+    """The eval-config fields every verb that reads the config takes as flags (where things are
+    on this machine), named as the config names them; None where the flag was not given."""
     return {"dataset": dataset, "repo_mirror": str(repo_mirror) if repo_mirror else None}
 
 
