@@ -53,7 +53,7 @@ from deepswe.env.grading.owned import (
     strict_refusal,
 )
 from deepswe.env.grading.patch import RESET_EXIT, patch_apply_script
-from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch
+from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch, write_paths
 from deepswe.env.grading.static_gate import scan_patch
 from deepswe.env.grading.tester import REPORT_FD, run_as_tester
 from deepswe.env.grading.testinfra import scan_test_infra
@@ -71,6 +71,8 @@ from deepswe.env.workspace import START_REF, changed_paths, take_snapshot
 
 PATCH_PATH = "/tmp/deepswe/model.patch"
 TEST_PATCH_PATH = "/tmp/deepswe/test.patch"
+# The paths `hidden_tests_script` puts back, NUL-ended (a patch's own paths among them).
+RESTORE_LIST_PATH = "/tmp/deepswe/restore.list"
 APPLY_TIMEOUT_S = 120.0
 
 
@@ -107,21 +109,37 @@ def graded_paths(task: Task) -> list[str]:
     return sorted(paths)
 
 
-def restore_script(paths: list[str]) -> str:
-    """Bash that puts each path back as the start snapshot has it, or removes it if it was not
-    there (run in the repository)."""
-    lines = []
-    for path in paths:
-        q, at = shlex.quote(path), shlex.quote(f"{START_REF}:{path}")
-        lines.append(
-            f"if git cat-file -e {at} 2>/dev/null; then rm -rf {q}; "
-            f"git -c core.hooksPath=/dev/null checkout -q {START_REF} -- {q} || exit 4; "
-            f"else rm -rf {q}; fi"
-        )
-    return "\n".join(lines)
+def restore_script(list_path: str = RESTORE_LIST_PATH) -> str:
+    """Bash that puts each path listed in the file `list_path` (NUL-ended, as `write_paths`
+    writes them) back as the start snapshot has it, or removes it if it was not there (run in
+    the repository); exit 4 when one cannot be put back or the list is missing. The paths never
+    reach a command line: a patch may name thousands of files (`also_restore` comes from it)."""
+    listed = shlex.quote(list_path)
+    return (
+        f"[ -f {listed} ] || exit 4\n"
+        f"while IFS= read -r -d '' p; do\n"
+        f'  if git cat-file -e "{START_REF}:$p" 2>/dev/null; then rm -rf -- "$p"; '
+        f'git -c core.hooksPath=/dev/null checkout -q {START_REF} -- "$p" || exit 4; '
+        f'else rm -rf -- "$p"; fi\n'
+        f"done < {listed}"
+    )
 
 
-def hidden_tests_script(task: Task, also_restore: list[str] = ()) -> str:
+def restore_paths(task: Task, also_restore: list[str] = ()) -> list[str]:
+    """What `hidden_tests_script` puts back: every graded path and each of `also_restore`."""
+    return sorted(set(graded_paths(task)) | set(also_restore))
+
+
+def write_restore_list(
+    sandbox: Sandbox, task: Task, also_restore: list[str] = (), path: str = RESTORE_LIST_PATH
+) -> None:
+    """`restore_paths` written where `hidden_tests_script` reads them (before it runs)."""
+    write_paths(sandbox, path, restore_paths(task, also_restore))
+
+
+def hidden_tests_script(
+    task: Task, also_restore: list[str] = (), list_path: str = RESTORE_LIST_PATH
+) -> str:
     """Bash that puts the hidden tests in place (run in the repository, after the patch).
 
     Every graded path (and each of `also_restore`) is first put back as it was when the sandbox
@@ -130,10 +148,11 @@ def hidden_tests_script(task: Task, also_restore: list[str] = ()) -> str:
     patch adds one does not make the task's own test patch fail to apply. SWE-bench's eval
     script does the same for the files its test patch touches (`git checkout <base_commit>
     <files>`); under SWE-bench's rules other files, a conftest.py included, are graded as the
-    patch left them.
+    patch left them. The script reads those paths from `list_path`: the caller writes them
+    there first (`write_restore_list`).
     """
-    paths = sorted(set(graded_paths(task)) | set(also_restore))
-    lines = [restore_script(paths)] if paths else []
+    paths = restore_paths(task, also_restore)
+    lines = [restore_script(list_path)] if paths else []
     if uses_r2e_layout(task):
         lines.append(f"{link_script()} || exit 3")
     elif task.hidden.test_patch:
@@ -246,7 +265,9 @@ def apply_patch(
     """`patch` checked (grading.patch_check: paths out of the tree, into .git, ignored,
     bytecode...) and applied by SWE-bench's chain from the start snapshot (`take_snapshot` first).
     The script's exit status decides, never what it printed (a patch's own lines are echoed).
-    A timeout on a sandbox that still answers is the patch's (GNU patch's fuzz grinding on);
+    A timeout on a sandbox that still answers is the patch's (GNU patch's fuzz grinding on), and
+    so is a tree check of its paths that fails there (refused); the patch and its paths reach
+    the sandbox in files, never on a command line (thousands of new files must grade).
     SandboxError when the sandbox does not answer or cannot be put back between attempts."""
     if not patch.strip():
         return Applied(ok=True, paths=[])
@@ -275,6 +296,8 @@ def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
     for name, source in task.hidden.test_files.items():
         sandbox.write_file(f"{HIDDEN_TESTS_DIR}/{name}", source)
     setup = hidden_tests_script(task, restored)
+    if restore_paths(task, restored):
+        write_restore_list(sandbox, task, restored)
     if uses_r2e_layout(task):
         extra, script = misc_files(task)
         for path, text in extra.items():
@@ -386,6 +409,8 @@ __all__ = [
     "graded_paths",
     "hidden_tests_script",
     "one_line",
+    "restore_paths",
     "restore_script",
     "run_reward",
+    "write_restore_list",
 ]

@@ -13,6 +13,10 @@ patch's change list: what the tree looks like to git afterwards cannot hide one.
     parse (pure: `read_patch`) -> paths refused by name -> paths refused by the tree (in the
     sandbox: ignored by the repository, or resolving outside it through a symlink)
 
+The paths reach the sandbox in a file, never on a command line (a patch may add thousands of
+files; Linux refuses one argv string over 128 KiB), and a tree check that fails on a sandbox
+that still answers refuses the patch: the failure is the patch's, not infrastructure's.
+
 Only unified diffs (git's or plain) are taken: GNU patch also reads context, normal and ed
 diffs, whose file names come from elsewhere; the agent never writes one.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import secrets
 import shlex
 from dataclasses import dataclass, field
 
@@ -213,18 +218,39 @@ def check_text(patch: str) -> tuple[list[str], str]:
     return read.paths, ""
 
 
-def _tree_script(paths: list[str], workdir: str) -> str:
-    """Bash printing `ignored PATH` / `outside PATH` for each path the repository ignores or
-    that resolves outside it (through a symlink already in the tree)."""
-    quoted = " ".join(shlex.quote(p) for p in paths)
-    root = shlex.quote(workdir)
-    return f"""cd {root} || exit 1
+# Where the grader writes the patch's paths for the tree check (NUL-separated; one file a check,
+# removed by it: a local sandbox shares the host's /tmp).
+PATHS_LIST = "/tmp/deepswe/patch-paths-{key}.list"
+
+
+def write_paths(sandbox: Sandbox, path: str, paths: list[str]) -> None:
+    """`paths` written to the file `path` in `sandbox`, each ended by a NUL (bash reads them with
+    `read -r -d ''`). Data a patch controls goes to a script through a file, never on a command
+    line: Linux refuses one argv string over 128 KiB, and a patch may name thousands of files."""
+    sandbox.write_file(path, "".join(f"{p}\0" for p in paths).encode("utf-8", "surrogatepass"))
+
+
+def _tree_script(list_path: str, workdir: str) -> str:
+    """Bash printing `ignored PATH` / `outside PATH` for each path listed (NUL-separated) in the
+    file `list_path` that the repository ignores or that resolves outside it (through a symlink
+    already in the tree). All paths are resolved by one `realpath` where it can (thousands of
+    paths in a second), else one by one."""
+    root, listed = shlex.quote(workdir), shlex.quote(list_path)
+    real = shlex.quote(list_path + ".real")
+    return f"""trap 'rm -f {listed} {real}' EXIT
+cd {root} || exit 1
 top=$(pwd -P)
-for p in {quoted}; do
-  r=$(realpath -m -- "$p") || {{ echo "outside $p"; continue; }}
-  case "$r" in "$top"/*) ;; *) echo "outside $p";; esac
-done
-printf '%s\\0' {quoted} | git -c core.hooksPath=/dev/null check-ignore -z --stdin \\
+if xargs -0 -r realpath -m -z -- < {listed} > {real} 2>/dev/null; then
+  while IFS= read -r -d '' p <&3 && IFS= read -r -d '' r <&4; do
+    case "$r" in "$top"/*) ;; *) echo "outside $p";; esac
+  done 3< {listed} 4< {real}
+else
+  while IFS= read -r -d '' p; do
+    r=$(realpath -m -- "$p") || {{ echo "outside $p"; continue; }}
+    case "$r" in "$top"/*) ;; *) echo "outside $p";; esac
+  done < {listed} || exit 1
+fi
+git -c core.hooksPath=/dev/null check-ignore -z --stdin < {listed} \\
   | tr '\\0' '\\n' | sed 's/^/ignored /'
 exit 0
 """
@@ -232,12 +258,22 @@ exit 0
 
 def check_in_tree(sandbox: Sandbox, paths: list[str], workdir: str = "/testbed") -> str:
     """Why the tree refuses one of `paths` (ignored by the repository, or outside it through a
-    symlink), or "". Run before the patch is applied, on the start tree."""
+    symlink), or "". Run before the patch is applied, on the start tree; the paths reach the
+    script through a file (`write_paths`), never its command line.
+
+    A check that fails or times out on a sandbox that still answers (`true` runs) is the
+    patch's: its paths are what the check was reading, so the patch is refused (a refusal,
+    `patch_apply_failed`). SandboxError only when the sandbox does not answer."""
     if not paths:
         return ""
-    r = sandbox.run(_tree_script(paths, workdir), cwd="/", timeout=120)
+    listed = PATHS_LIST.format(key=secrets.token_hex(8))
+    write_paths(sandbox, listed, paths)
+    r = sandbox.run(_tree_script(listed, workdir), cwd="/", timeout=120)
     if r.timed_out or r.exit_code != 0:
-        raise SandboxError(f"cannot check the patch's paths (exit {r.exit_code})")
+        if sandbox.run("true", timeout=30).exit_code != 0:
+            raise SandboxError(f"cannot check the patch's paths (exit {r.exit_code})")
+        how = "timed out" if r.timed_out else f"exit {r.exit_code}"
+        return f"its paths could not be checked against the tree ({how})"
     for line in r.stdout.splitlines():
         kind, _, path = line.partition(" ")
         if kind == "ignored" and path:
@@ -247,4 +283,12 @@ def check_in_tree(sandbox: Sandbox, paths: list[str], workdir: str = "/testbed")
     return ""
 
 
-__all__ = ["PatchPaths", "check_in_tree", "check_text", "read_patch", "refused_name"]
+__all__ = [
+    "PATHS_LIST",
+    "PatchPaths",
+    "check_in_tree",
+    "check_text",
+    "read_patch",
+    "refused_name",
+    "write_paths",
+]

@@ -7,9 +7,10 @@ A patch that changes one of these changes how the tests run, not what the code d
   `pyproject.toml` (`[tool.pytest...]`);
 - what the interpreter runs at start-up: `sitecustomize.py`, `usercustomize.py`, `*.pth`;
 - installed-package metadata (`*.egg-info/`, `*.dist-info/`: entry points register plugins);
-- a new module that shadows one the environment already has (found in the sandbox, see
-  `bin/deepswe_shadow.py`), and a pytest plugin loaded from a changed file (found by the
-  grader's launcher during the run).
+- a new module that shadows one the environment already has, or one the repository has in
+  another folder on sys.path (a copy of `src/pkg` added at the root; every file of a new
+  package that shadows), found in the sandbox (see `bin/deepswe_shadow.py`), and a pytest
+  plugin loaded from a changed file (found by the grader's launcher during the run).
 
 Strict grading puts each such path back to the start snapshot before the tests run, unless
 the task's own gold patch touches it; SWE-bench's rules leave them and the grade flags them.
@@ -23,6 +24,7 @@ import sys
 from pathlib import PurePosixPath
 
 from deepswe.env.grading.owned import SCRIPT_PYTHON_FUNCTION, SHADOW_PROBE
+from deepswe.env.grading.patch_check import write_paths
 from deepswe.env.sandbox import Sandbox
 from deepswe.env.workspace import START_REF
 
@@ -36,6 +38,10 @@ STARTUP_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
 METADATA_SUFFIXES = (".egg-info", ".dist-info")
 # Files that hold a pytest section among others: only a change to that section counts.
 SECTIONED_FILES = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
+# Files a module can be imported from (a new package is its `__init__.py`).
+MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+# Where the shadow probe and the paths it reads are written in the sandbox.
+PROBE_DIR = "/tmp/deepswe-grader-probe"
 
 
 def infra_by_name(path: str) -> str | None:
@@ -84,7 +90,8 @@ def scan_test_infra(
     `deepswe.env.workspace.changed_paths`) are test infrastructure: {path: why}.
 
     `python` is the interpreter the tests run with: a shadowed module is one it can import
-    without the repository.
+    from anywhere but the new file's own folder (the environment, or another of the
+    repository's folders on its sys.path: an editable install's `src/`).
     """
     found = {p: why for p in changed if (why := infra_by_name(p))}
     for path in (p for p in changed if PurePosixPath(p).name in SECTIONED_FILES):
@@ -98,9 +105,13 @@ def scan_test_infra(
 
 
 def _versions(sandbox: Sandbox, path: str, workdir: str) -> tuple[str | None, str | None]:
-    q, at = shlex.quote(path), shlex.quote(f"{START_REF}:{path}")
-    before = sandbox.run(f"git show {at}", cwd=workdir, timeout=60)
-    after = sandbox.run(f"test -f {q} && cat {q}", cwd=workdir, timeout=60)
+    """`path` at the start snapshot and now (None where it is not a file). The path reaches
+    the commands through a file, never their command line (it is the patch's)."""
+    listed = f"{PROBE_DIR}/path"
+    write_paths(sandbox, listed, [path])
+    read = f"IFS= read -r -d '' p < {shlex.quote(listed)} || exit 1\n"
+    before = sandbox.run(f'{read}git show "{START_REF}:$p"', cwd=workdir, timeout=60)
+    after = sandbox.run(f'{read}test -f "$p" && cat -- "$p"', cwd=workdir, timeout=60)
     return (
         before.stdout if before.exit_code == 0 else None,
         after.stdout if after.exit_code == 0 else None,
@@ -108,21 +119,26 @@ def _versions(sandbox: Sandbox, path: str, workdir: str) -> tuple[str | None, st
 
 
 def _shadowing(sandbox: Sandbox, python: str, added: list[str], workdir: str) -> list[str]:
-    """The added files that shadow a module `python` has without the repository. A probe that
-    cannot run (no such interpreter) finds none: the launcher still keeps pytest itself safe."""
-    candidates = [p for p in added if p.endswith((".py", ".pyc", ".so", ".pyd"))]
-    if not candidates:
+    """The added files that shadow a module `python` could import from elsewhere: from the
+    environment, or from another of the repository's folders on sys.path (a copy of `src/pkg`
+    added at the root); for a new package, every added file under its folder. A probe that
+    cannot run (no such interpreter) finds none: the launcher still keeps pytest itself safe.
+
+    The probe runs as root, isolated (`-I`): no file the patch wrote (a sitecustomize.py on
+    PYTHONPATH) runs; the paths reach it through a file, never its command line."""
+    if not any(p.endswith(MODULE_SUFFIXES) for p in added):
         return []
-    probe = "/tmp/deepswe-grader-probe/deepswe_shadow.py"
+    probe, listed = f"{PROBE_DIR}/deepswe_shadow.py", f"{PROBE_DIR}/added"
     sandbox.write_file(probe, SHADOW_PROBE.read_text())
-    args = " ".join(shlex.quote(p) for p in candidates)
-    cmd = f"{SCRIPT_PYTHON_FUNCTION}{python} {probe} {shlex.quote(workdir)} {args}"
+    write_paths(sandbox, listed, added)
+    run = f"{python} -I {probe} {shlex.quote(workdir)} --paths-from {shlex.quote(listed)}"
     # In the repository: the interpreter may be named relative to it (R2E-Gym's .venv/bin/python);
     # the probe keeps the repository off its own sys.path.
-    r = sandbox.run(cmd, cwd=workdir, timeout=120)
+    r = sandbox.run(SCRIPT_PYTHON_FUNCTION + run, cwd=workdir, timeout=120)
     if r.timed_out or r.exit_code != 0:
         return []
-    return [line for line in r.stdout.splitlines() if line in candidates]
+    wanted = set(added)
+    return [line for line in r.stdout.splitlines() if line in wanted]
 
 
 __all__ = [

@@ -9,6 +9,8 @@ Standard library only, Python 3.6+: it runs with whatever python3 a task image h
 
 Requests (one JSON object a line, answered in order, one answer each):
   {"op": "run", "cmd": str, "timeout": s, "cwd": str, "env": {..}, "max_output": bytes}
+      run by `bash -c cmd`, or, for a cmd over LONG_COMMAND_BYTES, `bash FILE` (a temporary
+      copy, removed afterwards; $0 is then FILE), since Linux refuses an argv string over 128 KiB
   {"op": "read", "path": str, "max_bytes": int}      -> data (base64)
   {"op": "write", "path": str, "data": base64, "mode": int}
   {"op": "ping"}
@@ -24,12 +26,14 @@ the command in flight with its whole process group and exits: nothing outlives t
 """
 
 import base64
+import contextlib
 import json
 import os
 import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -44,6 +48,10 @@ PIDS_NOTE = "\n[sandbox: more than {limit} processes; the command was killed]\n"
 # Docker enforces it in the kernel (--pids-limit).
 SETTINGS = {"keepalive_s": 0.0, "pids": 0}
 CURRENT = {"pgid": None}  # the process group of the command in flight
+# Linux caps one argv string at 128 KiB (MAX_ARG_STRLEN): `bash -c CMD` fails with E2BIG for a
+# longer CMD. A command over this many bytes is run from a file instead (`bash FILE`, removed
+# afterwards); a shorter one keeps `bash -c` (its $0, its exec of a last simple command).
+LONG_COMMAND_BYTES = 64 << 10
 _out_lock = threading.Lock()
 
 
@@ -115,15 +123,39 @@ def _capped(pipe, limit, pgid):
         return _Capped(pipe, limit)
 
 
+def _command_argv(cmd):
+    """(the argv that runs `cmd` with bash, the file it was written to or None). A command longer
+    than LONG_COMMAND_BYTES goes through a private temporary file: no argv string may hold it."""
+    data = os.fsencode(cmd)
+    if len(data) <= LONG_COMMAND_BYTES or b"\0" in data:
+        return ["/bin/bash", "-c", cmd], None
+    fd, path = tempfile.mkstemp(prefix="deepswe-cmd-", suffix=".sh")  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError:
+        _remove(path)
+        raise
+    return ["/bin/bash", path], path
+
+
+def _remove(path):
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def run(req):
     timeout = float(req.get("timeout") or 90.0)
     limit = int(req.get("max_output") or 1 << 20)
     env = dict(os.environ)
     env.update(req.get("env") or {})
     start = time.monotonic()
+    script = None
     try:
+        argv, script = _command_argv(req["cmd"])
         proc = subprocess.Popen(
-            ["/bin/bash", "-c", req["cmd"]],
+            argv,
             cwd=req.get("cwd") or None,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -134,6 +166,7 @@ def run(req):
     except OSError as exc:
         # The command could not start (its cwd was deleted, no pids left): the command
         # failed, not the sandbox. Reported like a shell that cannot execute: status 126.
+        _remove(script)
         msg = "could not start command in %s: %s\n" % (req.get("cwd") or ".", exc)
         return {
             "ok": True,
@@ -165,6 +198,7 @@ def run(req):
     _kill_group(proc.pid)
     proc.wait()
     CURRENT["pgid"] = None
+    _remove(script)
     out.thread.join(5)
     err.thread.join(5)
     note = PIDS_NOTE.format(limit=SETTINGS["pids"]) if tripped else ""

@@ -37,7 +37,7 @@ from pathlib import Path
 from deepswe.data.task import HiddenTests, Task
 from deepswe.env.episode import INFRA_EXCEPTIONS
 from deepswe.env.grading import TestStatus, get_parser
-from deepswe.env.reward import graded_paths, hidden_tests_script
+from deepswe.env.reward import graded_paths, hidden_tests_script, write_restore_list
 from deepswe.verify.eb.common import (
     WORKDIR,
     JsonCache,
@@ -76,9 +76,13 @@ def restored_paths(task: Task, base_passing: set[str]) -> list[str]:
     return sorted(set(graded_paths(task)) | {f for f in files if f.endswith(".py")})
 
 
-def _restore_script(task: Task, paths: list[str]) -> str:
+def _graded_only(task: Task, paths: list[str]) -> Task:
     # The reward run's own restore, without its test patch: graded files only.
-    return hidden_tests_script(task.model_copy(update={"hidden": HiddenTests(graded_files=paths)}))
+    return task.model_copy(update={"hidden": HiddenTests(graded_files=paths)})
+
+
+def _restore_script(task: Task, paths: list[str]) -> str:
+    return hidden_tests_script(_graded_only(task, paths))
 
 
 def run_tests(task: Task, image: str, patch: str, restore: list[str], plan: SandboxPlan) -> TestRun:
@@ -91,6 +95,7 @@ def run_tests(task: Task, image: str, patch: str, restore: list[str], plan: Sand
                 return TestRun(applied=False, seconds=time.monotonic() - started)
             script = _restore_script(task, restore) if patch.strip() else ""
             if script:
+                write_restore_list(sandbox, _graded_only(task, restore))  # what it reads
                 r = sandbox.run(script, cwd=WORKDIR, timeout=120)
                 if r.exit_code != 0:
                     return TestRun(infra=f"restoring test files failed: {r.output[-300:]}")
