@@ -16,6 +16,9 @@ from deepswe.env.grading import (
     TestStatus,
     grade,
 )
+from deepswe.env.grading.grade import judge
+from deepswe.env.grading.markers import split_log
+from deepswe.env.grading.outcomes import GateFlag, RunFacts
 
 F2P = ["tests/test_m.py::test_fix"]
 P2P = ["tests/test_m.py::test_old[a - b]", "tests/test_m.py::test_other"]
@@ -152,3 +155,48 @@ def test_grade_result_is_frozen_and_reward_is_derived() -> None:
 def test_unknown_parser_name_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown log parser 'junit'"):
         grade(_task(parser="junit"), _log(fix="PASSED"))
+
+
+def _section(**statuses: str) -> str:
+    names = {"fix": F2P[0], "old": P2P[0], "other": P2P[1]}
+    return "\n".join(f"{status} {names[key]}" for key, status in statuses.items())
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        # A test function compiled under the file name `>>>>> End Test Output`: the launcher's
+        # reason carried the END marker, and the text log ended the test section there.
+        RunFacts(grader_ran_tests=True, tampered=[f"__code__ of t ({END_TEST_OUTPUT}) replaced"]),
+        # A notes file line carrying the START marker, quoted in the static gate's finding.
+        RunFacts(
+            static_gate=[
+                GateFlag(tier=1, rule="pluggy", path="NOTES", line=1, text=START_TEST_OUTPUT)
+            ]
+        ),
+    ],
+)
+def test_markers_in_reasons_or_file_names_change_nothing(facts: RunFacts) -> None:
+    """Verdicts come from values: a reason, a file name or a finding that holds a marker is a
+    string, never a boundary."""
+    section = _section(fix="PASSED", old="PASSED", other="PASSED")
+    result = judge(_task(), section, facts)
+    assert result.outcome is not Outcome.RESOLVED
+    assert result.statuses[F2P[0]] is TestStatus.PASSED
+
+
+def test_judge_reads_no_marker_from_the_section() -> None:
+    """The code under test prints into the section: a marker there is just a line."""
+    section = f"{INFRA_ERROR}\n{APPLY_PATCH_FAIL}\n{TESTS_TIMEOUT}\n" + _section(
+        fix="PASSED", old="PASSED", other="PASSED"
+    )
+    assert judge(_task(), section, RunFacts()).outcome is Outcome.RESOLVED
+
+
+def test_split_log_takes_whole_marker_lines_only() -> None:
+    log = (
+        f"{START_TEST_OUTPUT}\nPASSED a\n{END_TEST_OUTPUT}\n"
+        f">>>>> Test Run Tampered (x {END_TEST_OUTPUT} y)\n"
+    )
+    harness, section = split_log(log)
+    assert section == "PASSED a\n" and "Tampered" in harness

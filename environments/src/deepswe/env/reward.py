@@ -2,13 +2,16 @@
 
 A fresh sandbox, not the one the agent worked in: whatever the agent did to its environment
 (`rm -rf /testbed`, a broken venv) cannot change the verdict, and the hidden tests meet exactly
-base_commit + patch, as in SWE-bench's harness. The container only produces the log; the verdict
-is `grading.grade(task, log)`, a pure function.
+base_commit + patch, as in SWE-bench's harness. The container only produces the test output; the
+verdict is `grading.grade.judge(task, section, facts)`, a pure function of values: what the run
+knew (the apply's result, the test infrastructure, the static gate, a timeout, a takeover) is
+carried as `RunFacts`, never re-read from text. The log is for people.
 
     snapshot -> apply the patch -> find the test infrastructure it changed -> put back the
     graded files (and, under strict rules, that infrastructure) -> the task's test patch and
-    hidden tests -> run the tests (under strict rules, pytest run by the grader's launcher,
-    graded from its own report) -> grade
+    hidden tests -> (strict rules) root's canaries into a graded file -> run the tests (under
+    strict rules, pytest run by the grader's launcher, graded from its authenticated report) ->
+    judge
 
 Under strict rules (`TestSpec.grading_rules`) the grader owns the test process: no file the
 patch wrote can stand in for pytest, configure it, extend it, or print the results read; a task
@@ -27,8 +30,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from deepswe.data.task import Task
-from deepswe.env.grading import grade
-from deepswe.env.grading.grade import gate_line, infra_change_line
+from deepswe.env.grading.grade import gate_line, infra_change_line, judge
 from deepswe.env.grading.markers import (
     APPLY_PATCH_FAIL,
     APPLY_PATCH_PASS,
@@ -41,7 +43,7 @@ from deepswe.env.grading.markers import (
     TESTS_TIMEOUT,
     strip_ansi,
 )
-from deepswe.env.grading.outcomes import GradeResult, Outcome, TestInfraChange
+from deepswe.env.grading.outcomes import GradeResult, Outcome, RunFacts, TestInfraChange
 from deepswe.env.grading.owned import (
     LAUNCHER,
     UNITTEST_LAUNCHER,
@@ -172,8 +174,7 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
     run = _Run(task, sandbox, workdir)
     refusal = strict_refusal(task.test_spec)
     if refusal:  # a property of the task, not of the patch: said before anything runs
-        run.log.append(f"{INFRA_ERROR} ({refusal})")
-        return run.done(infra_error=True)
+        return run.infra(refusal)
     try:
         if uses_r2e_layout(task):
             hide_grading_material(sandbox, workdir)
@@ -185,10 +186,13 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
                 run.people.append(("the patch apply's output", applied.output))
             if not applied.ok:
                 run.log.append(APPLY_PATCH_FAIL + (f" ({applied.why})" if applied.why else ""))
-                return run.done(apply_ok=False)
+                run.facts.update(applied=False, apply_why=applied.why)
+                return run.done()
             run.log.append(APPLY_PATCH_PASS)
             run.applied, declared = True, applied.paths
-            run.log += [gate_line(f) for f in scan_patch(patch, task.gold_patch or "")]
+            gate = scan_patch(patch, task.gold_patch or "")
+            run.facts["static_gate"] = gate
+            run.log += [gate_line(f) for f in gate]
         strict = task.test_spec.grading_rules == "strict"
         grader_dir = f"/tmp/deepswe-grader-{secrets.token_hex(8)}"
         owned = None
@@ -204,13 +208,15 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         changed = changed_paths(sandbox, workdir) if run.applied else {}
         changed.update({p: "A" for p in declared if p not in changed})
         changes = _test_infra(sandbox, task, changed, owned, strict, workdir)
+        run.facts["test_infra"] = changes
         run.log += [infra_change_line(c) for c in changes]
         # What the patch still changes when the tests run: a pytest plugin loaded from one of
         # these files is the patch's (the launcher reports it).
         exempt = _exempt(task) | {c.path for c in changes if c.restored}
         touched = sorted(p for p in changed if p not in exempt)
-        if not _put_hidden_tests(run, [c.path for c in changes if c.restored]):
-            return run.done(infra_error=True)
+        why = _put_hidden_tests(run, [c.path for c in changes if c.restored])
+        if why:
+            return run.infra(why)
         if task.environment is not None:
             _put_grading_wheels(run, task)
         if owned is not None:
@@ -218,29 +224,40 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         spec = task.test_spec
         tests = sandbox.run(f"{spec.command} 2>&1", cwd=workdir, timeout=spec.timeout_s)
         run.log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
+        run.section = tests.stdout
         if tests.timed_out:
             run.log.append(TESTS_TIMEOUT)
-        return run.done(timed_out=tests.timed_out)
+            run.facts["timed_out"] = True
+        return run.done()
     except (SandboxError, UnidiffParseError) as exc:
         # UnidiffParseError: the task's own test patch is malformed, a broken task.
-        run.log.append(f"{INFRA_ERROR} ({type(exc).__name__}: {one_line(str(exc))})")
-        return run.done(infra_error=True)
+        return run.infra(f"{type(exc).__name__}: {one_line(str(exc))}")
 
 
 class _Run:
-    """One reward run's state: the graded log, the outputs kept for people."""
+    """One reward run's state: what it knows (as values, for `judge`), the log people read, the
+    outputs kept for people."""
 
     def __init__(self, task: Task, sandbox: Sandbox, workdir: str) -> None:
         self.task, self.sandbox, self.workdir = task, sandbox, workdir
         self.log: list[str] = []
         self.people: list[tuple[str, str]] = []
         self.applied = False
+        self.section = ""
+        self.facts: dict = {}
 
-    def done(self, **facts: bool) -> RewardRun:
+    def infra(self, why: str) -> RewardRun:
+        """The run ends in an infrastructure failure, `why`."""
+        self.log.append(f"{INFRA_ERROR} ({one_line(why)})")
+        self.facts["infra_error"] = one_line(why)
+        return self.done()
+
+    def done(self) -> RewardRun:
         text = "\n".join(self.log)
         output = "\n\n".join(f"--- {title} (not graded) ---\n{body}" for title, body in self.people)
-        after = self.applied and facts.get("infra_error", False)
-        return RewardRun(grade(self.task, text, **facts), text, output, after_patch=after)
+        after = self.applied and bool(self.facts.get("infra_error"))
+        verdict = judge(self.task, self.section, RunFacts(**self.facts))
+        return RewardRun(verdict, text, output, after_patch=after)
 
 
 def one_line(text: str) -> str:
@@ -287,9 +304,9 @@ def apply_patch(
     return Applied(ok=r.exit_code == 0, paths=paths, output=r.output)
 
 
-def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
-    """The graded files put back and the task's hidden tests in place; False when that failed
-    (on the patched tree the patch may be why: `grade_patch` checks the clean tree)."""
+def _put_hidden_tests(run: _Run, restored: list[str]) -> str:
+    """The graded files put back and the task's hidden tests in place; why not when that failed,
+    else "" (on the patched tree the patch may be why: `grade_patch` checks the clean tree)."""
     task, sandbox = run.task, run.sandbox
     if task.hidden.test_patch and not uses_r2e_layout(task):
         sandbox.write_file(TEST_PATCH_PATH, task.hidden.test_patch)
@@ -304,13 +321,12 @@ def _put_hidden_tests(run: _Run, restored: list[str]) -> bool:
             sandbox.write_file(path, text)
         setup = f"{setup}\n{script}" if script else setup
     if not setup:
-        return True
+        return ""
     r = sandbox.run(setup, cwd=run.workdir, timeout=120)
     if r.exit_code == 0:
-        return True
+        return ""
     run.people.append(("putting the hidden tests in place", r.output))
-    run.log.append(f"{INFRA_ERROR} (hidden tests did not apply, exit {r.exit_code})")
-    return False
+    return f"hidden tests did not apply, exit {r.exit_code}"
 
 
 def _put_grading_wheels(run: _Run, task: Task) -> None:
@@ -387,16 +403,20 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
         )
     run.people.append(("the test process's output", tests.stdout))
     run.log += [GRADER_RAN_TESTS, START_TEST_OUTPUT, rep.summary, END_TEST_OUTPUT]
+    run.section, run.facts["grader_ran_tests"] = rep.summary, True
     if tests.timed_out:
         run.log.append(TESTS_TIMEOUT)
-        return run.done(timed_out=True)
+        run.facts["timed_out"] = True
+        return run.done()
     tampered = rep.tampered + missing_canaries(rep)
     if tampered:
         run.log.append(f"{TEST_RUN_TAMPERED} ({one_line('; '.join(tampered))})")
+        run.facts["tampered"] = tampered
     else:
         why = rejection(rep, tests.exit_code, owned.runner)
         if why:
             run.log.append(f"{TEST_RUN_REJECTED} ({why})")
+            run.facts["rejected"] = why
     return run.done()
 
 

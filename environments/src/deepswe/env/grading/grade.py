@@ -1,7 +1,9 @@
-"""`grade`: a pure function of (task, test log) -> GradeResult. Containers only make the log.
+"""Verdicts, pure functions: `judge(task, test_output, facts)` for a reward run, which knows its
+facts as values; `grade(task, log)` for a log made elsewhere (SWE-bench's harness, a recorded run),
+whose facts can only be read from its marker lines. Containers only make the output.
 
-Stages: harness outcomes (infra error, patch apply failure, timeout) -> pick the test-output
-section -> parse it -> judge it by the task's rule:
+Stages: harness outcomes (infra error, patch apply failure, timeout) -> parse the test-output
+section -> judge it by the task's rule:
 - R2E-Gym tasks (`hidden.expected_statuses` set): every expected test has exactly its
   expected status and the log holds no other recorded test (R2E-Gym's `_calculate_reward`);
 - parser "swebench": SWE-bench's own verdict (`get_resolution_status == RESOLVED_FULL`);
@@ -26,6 +28,7 @@ from deepswe.env.grading.outcomes import (
     GateFlag,
     GradeResult,
     Outcome,
+    RunFacts,
     TestInfraChange,
     TestStatus,
 )
@@ -35,18 +38,14 @@ if TYPE_CHECKING:
     from deepswe.data.task import Task
 
 
-def _harness_outcome(
-    harness: str, apply_ok: bool, timed_out: bool, infra_error: bool
-) -> tuple[Outcome, str] | None:
-    for marker in (markers.INFRA_ERROR, markers.RESET_FAILED):
-        line = markers.marker_line(harness, marker)
-        if line is not None:
-            return Outcome.INFRA_ERROR, f"the harness failed: {line[:300]}"
-    if infra_error:
-        return Outcome.INFRA_ERROR, "the sandbox reported an infrastructure failure"
-    if not apply_ok or markers.has_marker(harness, markers.APPLY_PATCH_FAIL):
-        return Outcome.PATCH_APPLY_FAILED, "the patch did not apply"
-    if timed_out or markers.has_marker(harness, markers.TESTS_TIMEOUT):
+def _harness_outcome(facts: RunFacts) -> tuple[Outcome, str] | None:
+    if facts.infra_error:
+        return Outcome.INFRA_ERROR, f"the harness failed: {facts.infra_error[:300]}"
+    if not facts.applied:
+        return Outcome.PATCH_APPLY_FAILED, "the patch did not apply" + (
+            f" ({facts.apply_why[:300]})" if facts.apply_why else ""
+        )
+    if facts.timed_out:
         return Outcome.TEST_TIMEOUT, "the test run timed out"
     return None
 
@@ -122,6 +121,44 @@ def _judge_f2p_p2p(task: Task, parser: str, statuses: dict[str, TestStatus]) -> 
     )
 
 
+def judge(task: Task, test_output: str, facts: RunFacts) -> GradeResult:
+    """Grade one reward run from values: `test_output` is the section the task's parser reads
+    (the grader's own report under strict rules, the test command's output otherwise), `facts`
+    what the run knew besides. Nothing here searches text for a marker."""
+    parser = task.test_spec.log_parser
+    recorded = {
+        "rules": task.test_spec.grading_rules,
+        "grader_ran_tests": facts.grader_ran_tests,
+        "test_infra": list(facts.test_infra),
+        "static_gate": list(facts.static_gate),
+    }
+    harness = _harness_outcome(facts)
+    if harness is not None:
+        return GradeResult(outcome=harness[0], parser=parser, reason=harness[1], **recorded)
+    statuses = get_parser(parser)(test_output, task)
+    if task.hidden.expected_statuses is not None:
+        result = _judge_expected(task, parser, statuses)
+    else:
+        result = _judge_f2p_p2p(task, parser, statuses)
+    update: dict = dict(recorded)
+    if facts.tampered:
+        more = f" (and {len(facts.tampered) - 1} more)" if len(facts.tampered) > 1 else ""
+        update["outcome"] = Outcome.TAMPERED
+        update["reason"] = f"tampered: {facts.tampered[0][:300]}{more}"
+    elif facts.rejected:
+        update["outcome"] = Outcome.UNRESOLVED
+        update["reason"] = f"test run rejected: {facts.rejected[:300]}"
+    elif result.resolved and recorded["rules"] == "strict":
+        gated = [f for f in facts.static_gate if f.tier == 1]
+        if gated:
+            update["outcome"] = Outcome.UNRESOLVED
+            update["reason"] = (
+                f"static gate: {gated[0].path}:{gated[0].line} reaches for {gated[0].rule}"
+                + (f" (and {len(gated) - 1} more)" if len(gated) > 1 else "")
+            )
+    return result.model_copy(update=update)
+
+
 def grade(
     task: Task,
     log: str,
@@ -130,47 +167,39 @@ def grade(
     timed_out: bool = False,
     infra_error: bool = False,
 ) -> GradeResult:
-    """Grade one episode from the log of its hidden-test run.
+    """Grade a log made elsewhere (SWE-bench's harness, a recorded run), where text is all there
+    is: its facts are read from whole marker lines outside the test-output section (`read_facts`).
+    The reward run never comes here: it knows its facts as values (`judge`)."""
+    facts, section = read_facts(log, apply_ok=apply_ok, timed_out=timed_out, infra_error=infra_error)
+    return judge(task, section, facts)
 
-    `apply_ok`, `timed_out` and `infra_error` are what the sandbox saw; the same facts are
-    also read from marker lines in the log (see `markers`), outside the test-output section.
-    """
-    parser = task.test_spec.log_parser
-    harness_text, test_output = markers.split_log(log)
-    harness = _harness_outcome(harness_text, apply_ok, timed_out, infra_error)
-    facts = {
-        "rules": task.test_spec.grading_rules,
-        "grader_ran_tests": markers.has_marker(harness_text, markers.GRADER_RAN_TESTS),
-        "test_infra": _infra_changes(harness_text),
-        "static_gate": _gate_flags(harness_text),
-    }
-    if harness is not None:
-        return GradeResult(outcome=harness[0], parser=parser, reason=harness[1], **facts)
-    statuses = get_parser(parser)(test_output, task)
-    if task.hidden.expected_statuses is not None:
-        result = _judge_expected(task, parser, statuses)
-    else:
-        result = _judge_f2p_p2p(task, parser, statuses)
-    update: dict = dict(facts)
-    rejected = markers.marker_line(harness_text, markers.TEST_RUN_REJECTED)
-    tampered = markers.marker_line(harness_text, markers.TEST_RUN_TAMPERED)
-    if tampered is not None:
-        update["outcome"] = Outcome.TAMPERED
-        update["reason"] = f"tampered: {tampered[len(markers.TEST_RUN_TAMPERED) :].strip()}"
-    elif rejected is not None:
-        update["outcome"] = Outcome.UNRESOLVED
-        update["reason"] = (
-            f"test run rejected: {rejected[len(markers.TEST_RUN_REJECTED) :].strip()}"
-        )
-    elif result.resolved and facts["rules"] == "strict":
-        gated = [f for f in facts["static_gate"] if f.tier == 1]
-        if gated:
-            update["outcome"] = Outcome.UNRESOLVED
-            update["reason"] = (
-                f"static gate: {gated[0].path}:{gated[0].line} reaches for {gated[0].rule}"
-                + (f" (and {len(gated) - 1} more)" if len(gated) > 1 else "")
-            )
-    return result.model_copy(update=update)
+
+def read_facts(
+    log: str, *, apply_ok: bool = True, timed_out: bool = False, infra_error: bool = False
+) -> tuple[RunFacts, str]:
+    """(the facts a text log states, its test-output section): SWE-bench's marker lines, and ours
+    a log written before verdicts were values carried."""
+    harness, section = markers.split_log(log)
+    why = ""
+    for marker in (markers.INFRA_ERROR, markers.RESET_FAILED):
+        line = markers.marker_line(harness, marker)
+        if line is not None:
+            why = why or line
+    if infra_error and not why:
+        why = "the sandbox reported an infrastructure failure"
+    tampered = markers.marker_line(harness, markers.TEST_RUN_TAMPERED)
+    rejected = markers.marker_line(harness, markers.TEST_RUN_REJECTED)
+    facts = RunFacts(
+        infra_error=why,
+        applied=apply_ok and not markers.has_marker(harness, markers.APPLY_PATCH_FAIL),
+        timed_out=timed_out or markers.has_marker(harness, markers.TESTS_TIMEOUT),
+        grader_ran_tests=markers.has_marker(harness, markers.GRADER_RAN_TESTS),
+        tampered=[tampered[len(markers.TEST_RUN_TAMPERED) :].strip()] if tampered else [],
+        rejected=rejected[len(markers.TEST_RUN_REJECTED) :].strip() if rejected else "",
+        test_infra=_infra_changes(harness),
+        static_gate=_gate_flags(harness),
+    )
+    return facts, section
 
 
 def _infra_changes(harness: str) -> list[TestInfraChange]:

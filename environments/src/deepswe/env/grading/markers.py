@@ -65,16 +65,22 @@ def marker_lines(log: str, marker: str) -> list[str]:
 
 
 def split_log(log: str) -> tuple[str, str]:
-    """`(harness_text, test_output)` of a log.
+    """`(harness_text, test_output)` of a log from elsewhere (our reward runs carry their facts as
+    values: `grade.judge`).
 
-    The test output runs from the first START to the last END marker (SWE-bench's
-    `get_logs_eval` parses the same section, ending at the first END). Harness markers are
-    looked for only in the rest: the code under test controls what it prints inside the
-    section and must not be able to fake an infrastructure error. A log without both
-    markers is all test output and all harness text.
+    The test output runs from the first line that is START to the last line that is END, each a
+    whole line (SWE-bench's `get_logs_eval` parses the same section, ending at the first END). A
+    marker inside a longer line (a reason, a file name) bounds nothing. Harness markers are looked
+    for only in the rest: the code under test controls what it prints inside the section and
+    must not be able to fake an infrastructure error. A log without both markers is all test
+    output and all harness text.
     """
-    start = log.find(START_TEST_OUTPUT)
-    end = log.rfind(END_TEST_OUTPUT)
-    if start == -1 or end < start:
+    lines = log.splitlines(keepends=True)
+    bare = [strip_ansi(x).strip() for x in lines]
+    starts = [k for k, x in enumerate(bare) if x == START_TEST_OUTPUT]
+    ends = [k for k, x in enumerate(bare) if x == END_TEST_OUTPUT]
+    if not starts or not ends or ends[-1] < starts[0]:
         return log, log
-    return log[:start] + log[end:], log[start + len(START_TEST_OUTPUT) : end]
+    start, end = starts[0], ends[-1]
+    harness = "".join(lines[:start] + lines[end:])
+    return harness, "".join(lines[start + 1 : end])

@@ -75,6 +75,24 @@ class GateFlag(BaseModel):
     text: str
 
 
+class RunFacts(BaseModel):
+    """What a reward run knows besides the tests' statuses, as values (`grade.judge` reads them,
+    never the log's text: a file name, a reason or a line of command output that holds a marker
+    changes nothing)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    infra_error: str = Field("", description="why the harness failed; empty when it did not")
+    applied: bool = Field(True, description="the patch applied (or there was none)")
+    apply_why: str = Field("", description="why the patch was refused or did not apply")
+    timed_out: bool = Field(False, description="the test run timed out")
+    grader_ran_tests: bool = Field(False, description="the section is the grader's own report")
+    tampered: list[str] = Field(default_factory=list, description="the test process taken over")
+    rejected: str = Field("", description="why the report cannot be trusted (never resolved)")
+    test_infra: list[TestInfraChange] = Field(default_factory=list)
+    static_gate: list[GateFlag] = Field(default_factory=list)
+
+
 class GradeResult(BaseModel):
     """The verdict on one episode. `reward` is derived from `outcome`, never set by hand."""
 
