@@ -190,7 +190,7 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
                 return run.done()
             run.log.append(APPLY_PATCH_PASS)
             run.applied, declared = True, applied.paths
-            gate = scan_patch(patch, task.gold_patch or "")
+            gate = scan_patch(patch, task.gold_patch or "", graded_paths(task))
             run.facts["static_gate"] = gate
             run.log += [gate_line(f) for f in gate]
         strict = task.test_spec.grading_rules == "strict"

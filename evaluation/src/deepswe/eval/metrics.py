@@ -181,7 +181,8 @@ def compute_metrics(records: list[EpisodeRecord], instance_ids: list[str], runs:
             }
             for tier, gs in gated.items()
         },
-        "static_gate_how": "graded episodes whose patch adds, to a non-test file, a line that reaches "
+        "static_gate_how": "graded episodes whose patch adds, to any file but the graded ones, a line "
+        "that reaches "
         "for the test machinery (tier 1: never resolved under strict rules unless the task's gold "
         "does the same) or looks like it (tier 2: flagged only); episodes the grader found "
         "tampering with the test run are counts['tampered']",

@@ -61,7 +61,7 @@ class TestInfraChange(BaseModel):
 
 
 class GateFlag(BaseModel):
-    """A line the patch adds to a non-test file that the static gate flags
+    """A line the patch adds (to any file but the graded ones) that the static gate flags
     (deepswe.env.grading.static_gate)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -133,7 +133,7 @@ class GradeResult(BaseModel):
     )
     static_gate: list[GateFlag] = Field(
         default_factory=list,
-        description="lines the patch adds to non-test files that reach for the test machinery "
+        description="lines the patch adds (graded files aside) that reach for the test machinery "
         "(tier 1: unresolved under strict rules) or look like it (tier 2: flagged only)",
     )
 
