@@ -1,5 +1,6 @@
-"""The grader's side of owning pytest: commands rewritten onto the launcher, its report read,
-test infrastructure told apart, and the two stand-alone scripts on the oldest Pythons."""
+"""The grader's side of owning pytest: commands rewritten onto the launcher, test infrastructure
+told apart, and the stand-alone scripts on the oldest Pythons (the report read back:
+test_grading_report.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,10 @@ from deepswe.data.loaders.r2e_gym import R2E_TEST_COMMANDS, r2e_test_command
 from deepswe.data.task import TestSpec
 from deepswe.env.grading.owned import (
     LAUNCHER,
+    SEAL,
     SHADOW_PROBE,
-    missing_canaries,
+    UNITTEST_LAUNCHER,
     own_pytest_command,
-    read_report,
-    rejection,
     strict_refusal,
 )
 from deepswe.env.grading.testinfra import infra_by_name, section_changed
@@ -97,58 +97,6 @@ def test_every_swe_mini_task_is_graded_by_the_launcher() -> None:
     assert {t.test_spec.grading_rules for t in tasks} == {"strict"}
 
 
-def test_the_report_closes_only_with_the_nonce() -> None:
-    body = "# deepswe-grader report v2\n=== short test summary info ===\nPASSED a::b\n"
-    forged = body + "========== deepswe-grader: pytest.main returned 0 guess ==========\n"
-    assert read_report(forged, "n0nce").returned is None
-    real = forged + "========== deepswe-grader: pytest.main returned 1 n0nce ==========\n"
-    rep = read_report(real, "n0nce")
-    assert (rep.started, rep.returned) == (True, 1) and "PASSED a::b" in rep.summary
-
-
-CLOSE = "========== deepswe-grader: pytest.main returned 1 n0nce ==========\n"
-CANARIES = (
-    "# deepswe-grader: CANARY pass PASSED\n# deepswe-grader: CANARY error ERROR\n"
-    "# deepswe-grader: CANARY fail FAILED\n"
-)
-
-
-def test_nothing_after_the_closing_line_is_read() -> None:
-    """The channel is append-only: code that runs after pytest returned (atexit) can only add
-    lines after the closing one, and those are never read, a second closing line included."""
-    late = "PASSED a::c\n# deepswe-grader: CANARY fail PASSED\n" + CLOSE.replace(" 1 ", " 0 ")
-    rep = read_report(
-        "# deepswe-grader report v2\nFAILED a::c\n" + CANARIES + CLOSE + late, "n0nce"
-    )
-    assert rep.returned == 1 and "PASSED a::c" not in rep.summary
-    assert rep.canaries["fail"] == ["FAILED"] and rep.canary_problems() == []
-
-
-@pytest.mark.parametrize(
-    ("canaries", "problem"),
-    [
-        (CANARIES, None),
-        (CANARIES.replace("fail FAILED", "fail PASSED"), "fail canary was PASSED"),
-        (CANARIES.replace("error ERROR", "error PASSED"), "error canary was PASSED"),
-        (CANARIES.replace("# deepswe-grader: CANARY pass PASSED\n", ""), "pass canary was not"),
-        ("# deepswe-grader: NO-CANARIES no test ran\n", None),
-        (CANARIES + "# deepswe-grader: CANARY pass ERROR\n", "pass canary was PASSED/ERROR"),
-    ],
-)
-def test_a_canary_with_the_wrong_status_is_tampering(canaries: str, problem: str | None) -> None:
-    rep = read_report("# deepswe-grader report v2\nPASSED a::b\n" + canaries + CLOSE, "n0nce")
-    found = missing_canaries(rep)
-    assert (problem is None and found == []) or any(problem in p for p in found)
-
-
-def test_missing_canaries_are_not_held_against_a_run_that_ended_early() -> None:
-    """A run cut short (the process died) or one with a real failure is not resolved anyway."""
-    rep = read_report("# deepswe-grader report v2\nFAILED a::b\n" + CLOSE, "n0nce")
-    assert missing_canaries(rep) == [] and rejection(rep, 1) == ""
-    passed = read_report("# deepswe-grader report v2\nPASSED a::b\n" + CLOSE, "n0nce")
-    assert len(missing_canaries(passed)) == 3
-
-
 @pytest.mark.parametrize(
     ("path", "why"),
     [
@@ -183,7 +131,9 @@ def test_only_a_changed_pytest_section_counts() -> None:
 OLD_PYTHONS = [p for p in sorted(Path.home().glob(".pyenv/versions/3.[5-7]*/bin/python3"))]
 
 
-@pytest.mark.parametrize("script", [LAUNCHER, SHADOW_PROBE], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "script", [LAUNCHER, UNITTEST_LAUNCHER, SEAL, SHADOW_PROBE], ids=lambda p: p.name
+)
 def test_the_scripts_compile_on_the_oldest_pythons_here(script: Path) -> None:
     """They run inside task images with the image's own interpreter (3.6 and up)."""
     if not OLD_PYTHONS:

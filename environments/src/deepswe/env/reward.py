@@ -22,6 +22,7 @@ what the tests print.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from deepswe.data.task import Task
+from deepswe.env.grading.canaries import Canaries, plant
 from deepswe.env.grading.grade import gate_line, infra_change_line, judge
 from deepswe.env.grading.markers import (
     APPLY_PATCH_FAIL,
@@ -46,18 +48,17 @@ from deepswe.env.grading.markers import (
 from deepswe.env.grading.outcomes import GradeResult, Outcome, RunFacts, TestInfraChange
 from deepswe.env.grading.owned import (
     LAUNCHER,
+    SEAL,
     UNITTEST_LAUNCHER,
     OwnedCommand,
-    missing_canaries,
     own_pytest_command,
-    read_report,
-    rejection,
     strict_refusal,
 )
 from deepswe.env.grading.patch import RESET_EXIT, patch_apply_script
 from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch, write_paths
+from deepswe.env.grading.report import judge_report, read_report
 from deepswe.env.grading.static_gate import scan_patch
-from deepswe.env.grading.tester import REPORT_FD, run_as_tester
+from deepswe.env.grading.tester import REPORT_FD, SETTINGS_FD, run_as_tester
 from deepswe.env.grading.testinfra import scan_test_infra
 from deepswe.env.images.grading_wheels import GRADING_WHEELS, put_grading_wheels
 from deepswe.env.r2e_layout import (
@@ -200,7 +201,7 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
             owned = own_pytest_command(
                 task.test_spec.command,
                 f"{grader_dir}/{LAUNCHER.name}",
-                f"{grader_dir}/settings.json",
+                str(SETTINGS_FD),
                 f"{grader_dir}/{UNITTEST_LAUNCHER.name}",
             )
         # The change list is the diff's own paths and what git lists besides: a path the patch
@@ -379,23 +380,31 @@ def _timeout(run: _Run) -> float:
 
 def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[str]) -> RewardRun:
     """The tests run by the grader's launcher (pytest's, or the unittest one for a runner the
-    hidden tests ship) as the tester; the section graded is what it reported on its channel,
-    canaries and integrity checks included."""
-    nonce = secrets.token_hex(16)
+    hidden tests ship) as the tester, root's canaries written into a graded file first; the
+    section graded is what the launcher's vault reported, its MAC checked with this run's key."""
+    key = secrets.token_bytes(32)
+    canaries = _plant_canaries(run, owned.runner)
+    protected = graded_paths(run.task)
     settings = {
         "report_fd": REPORT_FD,
-        "nonce": nonce,
+        "key": key.hex(),
+        "grader_dir": grader_dir,
+        "protected": protected,
         "touched": touched,
-        "graded": graded_ids(run.task),
-        "seed": secrets.token_hex(8),
     }
     launcher = LAUNCHER if owned.runner == "pytest" else UNITTEST_LAUNCHER
-    run.sandbox.write_file(f"{grader_dir}/{launcher.name}", launcher.read_text())
-    run.sandbox.write_file(f"{grader_dir}/settings.json", json.dumps(settings))
-    tests, text = run_as_tester(
-        run.sandbox, grader_dir, owned.command, run.workdir, _timeout(run), graded_paths(run.task)
+    for part in (launcher, SEAL):
+        run.sandbox.write_file(f"{grader_dir}/{part.name}", part.read_text())
+    tests, raw = run_as_tester(
+        run.sandbox,
+        grader_dir,
+        owned.command,
+        run.workdir,
+        _timeout(run),
+        protected,
+        json.dumps(settings),
     )
-    rep = read_report(text, nonce)
+    rep = read_report(raw, key)
     if not rep.started and not tests.timed_out:
         raise SandboxError(
             f"the grader's {owned.runner} launcher did not start (exit {tests.exit_code}): "
@@ -403,21 +412,62 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
         )
     run.people.append(("the test process's output", tests.stdout))
     run.log += [GRADER_RAN_TESTS, START_TEST_OUTPUT, rep.summary, END_TEST_OUTPUT]
-    run.section, run.facts["grader_ran_tests"] = rep.summary, True
+    judged = judge_report(rep, canaries, tests.exit_code, owned.runner)
+    run.section, run.facts["grader_ran_tests"] = judged.section, True
     if tests.timed_out:
         run.log.append(TESTS_TIMEOUT)
         run.facts["timed_out"] = True
         return run.done()
-    tampered = rep.tampered + missing_canaries(rep)
-    if tampered:
-        run.log.append(f"{TEST_RUN_TAMPERED} ({one_line('; '.join(tampered))})")
-        run.facts["tampered"] = tampered
-    else:
-        why = rejection(rep, tests.exit_code, owned.runner)
-        if why:
-            run.log.append(f"{TEST_RUN_REJECTED} ({why})")
-            run.facts["rejected"] = why
+    if judged.tampered:
+        run.log.append(f"{TEST_RUN_TAMPERED} ({one_line('; '.join(judged.tampered))})")
+        run.facts["tampered"] = judged.tampered
+    elif judged.rejected:
+        run.log.append(f"{TEST_RUN_REJECTED} ({judged.rejected})")
+        run.facts["rejected"] = judged.rejected
     return run.done()
+
+
+def _plant_canaries(run: _Run, runner: str) -> Canaries | None:
+    """Root's canaries written into the graded file of the first graded test found in one
+    (grading.canaries); None where the command picks tests by name (`-k`, node ids: the canaries
+    would not run), no graded test is found in a file, or the file does not parse."""
+    command = run.task.test_spec.command
+    if "::" in command or re.search(r"(^|\s)-k\b", command):
+        run.people.append(("canaries", "none: the test command picks its tests by name"))
+        return None
+    target = _canary_target(run.task, graded_ids(run.task))
+    if target is None:
+        run.people.append(("canaries", "none: no graded test was found in a graded file"))
+        return None
+    path, ids = target
+    source = run.sandbox.read_file(f"{run.workdir}/{path}").decode("utf-8", errors="replace")
+    planted = plant(source, path, ids, runner, secrets.token_hex(8))
+    if planted is None:
+        run.people.append(("canaries", f"none: {path} does not parse"))
+        return None
+    text, canaries = planted
+    run.sandbox.write_file(f"{run.workdir}/{path}", text)
+    return canaries
+
+
+def _canary_target(task: Task, ids: list[str]) -> tuple[str, list[str]] | None:
+    """(the repository path of the graded file holding the first graded test found, graded ids
+    there as `path::[Class::]name`). pytest's ids start with the file; the unittest runners' are
+    `Class.method` or `module::Class::method`, looked up in the hidden test files' source."""
+    files = set(graded_paths(task))
+    sources = {f"{TESTS_LINK}/{n}": text for n, text in task.hidden.test_files.items()}
+    for test_id in ids:
+        head, _, rest = test_id.partition("::")
+        if head in files and head.endswith(".py"):
+            return head, [i for i in ids if i.startswith(head + "::")]
+        parts = rest.split("::") if rest else head.split(".")[-2:]
+        if len(parts) != 2:
+            continue
+        cls, name = parts
+        for path, text in sorted(sources.items()):
+            if re.search(rf"^class {cls}\b", text, re.M) and re.search(rf"def {name}\(", text):
+                return path, [f"{path}::{cls}::{name}"]
+    return None
 
 
 __all__ = [

@@ -170,7 +170,9 @@ def grade(
     """Grade a log made elsewhere (SWE-bench's harness, a recorded run), where text is all there
     is: its facts are read from whole marker lines outside the test-output section (`read_facts`).
     The reward run never comes here: it knows its facts as values (`judge`)."""
-    facts, section = read_facts(log, apply_ok=apply_ok, timed_out=timed_out, infra_error=infra_error)
+    facts, section = read_facts(
+        log, apply_ok=apply_ok, timed_out=timed_out, infra_error=infra_error
+    )
     return judge(task, section, facts)
 
 

@@ -2,8 +2,11 @@
 and the launcher's report read back (pure functions; the launcher is `bin/deepswe_pytest.py`).
 
     PYTHONWARNINGS=x .venv/bin/python -W ignore -m pytest -rA r2e_tests
- -> PYTHONWARNINGS=x .venv/bin/python -W ignore /tmp/deepswe-grader-<k>/deepswe_pytest.py \
-        /tmp/deepswe-grader-<k>/settings.json -rA r2e_tests
+ -> PYTHONWARNINGS=x .venv/bin/python -W ignore /tmp/deepswe-grader-<k>/deepswe_pytest.py 5 \
+        -rA r2e_tests
+
+(5: the descriptor the settings arrive on, `tester.SETTINGS_FD`; what the launcher reports is
+read back by `report.read_report`.)
 
 Only a command with exactly one line that is one simple pytest invocation is taken over: its
 environment assignments, an `xvfb-run`/`env` wrapper, the interpreter and its options are kept,
@@ -19,21 +22,15 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from deepswe.data.task import TestSpec
 
 LAUNCHER = Path(__file__).parent / "bin" / "deepswe_pytest.py"
 UNITTEST_LAUNCHER = Path(__file__).parent / "bin" / "deepswe_unittest.py"
+SEAL = Path(__file__).parent / "bin" / "deepswe_seal.py"  # imported by both launchers
 SHADOW_PROBE = Path(__file__).parent / "bin" / "deepswe_shadow.py"
-
-# The launcher's report (see bin/deepswe_pytest.py).
-STARTED = "# deepswe-grader report v2"
-_RETURNED = re.compile(
-    r"^=+ deepswe-grader: (?:pytest\.main|unittest) returned (-?\d+) (\S*) =+$", re.MULTILINE
-)
-_TAMPERED = re.compile(r"^# deepswe-grader: TAMPERED (.*)$", re.MULTILINE)
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON = re.compile(r"^python[0-9.]*$")
@@ -152,39 +149,6 @@ def own_pytest_command(
     )
 
 
-# What each canary must report (the launcher adds three tests of its own beside the graded ones).
-CANARY_WANTED = {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
-_CANARY = re.compile(r"^# deepswe-grader: CANARY (\S+) (\S+)\s*$", re.MULTILINE)
-_NO_CANARIES = re.compile(r"^# deepswe-grader: NO-CANARIES", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class LauncherReport:
-    """What the launcher reported: the `-rA` section graded, its canaries, how it ended."""
-
-    started: bool
-    returned: int | None
-    """pytest.main's exit status; None when the process ended before it returned."""
-    summary: str
-    """The report up to its closing line: the short-summary section the parsers read."""
-    tampered: list[str] = field(default_factory=list)
-    canaries: dict[str, list[str]] = field(default_factory=dict)
-    """role (pass, fail, error) -> every status word reported for it (one, when all is well:
-    a teardown that errors adds a second)."""
-    no_canaries: bool = False
-    """No test was collected, so no canary could be placed."""
-
-    def canary_problems(self) -> list[str]:
-        """Each canary missing or reported with another status than it must have."""
-        if self.no_canaries:
-            return []
-        return [
-            f"the grader's {role} canary was {'/'.join(self.canaries.get(role, [])) or 'not reported'}"
-            for role, want in CANARY_WANTED.items()
-            if self.canaries.get(role, []) != [want]
-        ]
-
-
 def strict_refusal(spec: TestSpec) -> str | None:
     """Why strict rules cannot grade a task with `spec`, or None when they can (or when the task
     is graded by SWE-bench's rules). Strict rules read results only from the grader's own
@@ -201,74 +165,13 @@ def strict_refusal(spec: TestSpec) -> str | None:
     )
 
 
-def read_report(text: str, nonce: str) -> LauncherReport:
-    """The launcher's report. Its closing line counts only with the grader's `nonce`, and
-    nothing after the first such line is read (the channel is append-only: what code under test
-    writes at exit comes after it)."""
-    returned = next((m for m in _RETURNED.finditer(text) if m[2] == nonce), None)
-    summary = text[: returned.start()] if returned else text
-    canaries: dict[str, list[str]] = {}
-    for role, status in _CANARY.findall(summary):
-        canaries.setdefault(role, []).append(status)
-    return LauncherReport(
-        started=text.startswith(STARTED),
-        returned=int(returned[1]) if returned else None,
-        summary=summary,
-        tampered=[m.strip() for m in _TAMPERED.findall(summary)],
-        canaries=canaries,
-        no_canaries=bool(_NO_CANARIES.search(summary)),
-    )
-
-
-# Above this exit status pytest did not report (2 interrupted, 3 internal error, 4 usage error,
-# 5 no tests): the statuses read decide, as they would for any run.
-_PYTEST_FAILED = 1
-
-
-def _failures(summary: str) -> bool:
-    return any(line.startswith(("FAILED ", "ERROR ")) for line in summary.splitlines())
-
-
-def missing_canaries(rep: LauncherReport) -> list[str]:
-    """Canaries with the wrong status. A run that stopped at a real failure (`-x`) or ended
-    before pytest returned may not reach them: missing canaries count only where nothing else
-    already keeps the run from resolving."""
-    problems = rep.canary_problems()
-    if rep.returned is None or _failures(rep.summary):
-        problems = [p for p in problems if "not reported" not in p]
-    return problems
-
-
-def rejection(rep: LauncherReport, exit_code: int, runner: str = "pytest") -> str:
-    """Why a finished run's report cannot be trusted, or "" (statuses then decide).
-
-    The process's own exit status is not compared with pytest's: what runs after pytest returns
-    (atexit handlers, a C extension crashing at shutdown) cannot change the report, and a
-    wrapper such as xvfb-run may change the status. The must-fail canary makes a run that
-    reached it exit 1 whatever the real tests did."""
-    if rep.returned is None:
-        return f"the test process ended before {runner} returned (exit {exit_code})"
-    if runner != "pytest":
-        return ""  # a runner script's exit status is its own convention
-    failures = _failures(rep.summary) or "FAILED" in rep.canaries.get("fail", [])
-    if rep.returned == 0 and failures:
-        return "pytest exited 0 with failures in its report"
-    if rep.returned == _PYTEST_FAILED and not failures:
-        return "pytest exited 1 with no failure in its report"
-    return ""
-
-
 __all__ = [
-    "CANARY_WANTED",
     "LAUNCHER",
     "SCRIPT_PYTHON_FUNCTION",
+    "SEAL",
     "SHADOW_PROBE",
     "UNITTEST_LAUNCHER",
-    "LauncherReport",
-    "missing_canaries",
     "OwnedCommand",
     "own_pytest_command",
-    "read_report",
-    "rejection",
     "strict_refusal",
 ]

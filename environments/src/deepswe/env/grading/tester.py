@@ -14,7 +14,13 @@ so the tests cannot write the environment they run in, run a hook as root throug
 or write the helper's `/proc/<pid>/fd`, signal root's processes (a `kill -1` ends the tester's
 own), or rewrite what they reported: the launcher writes each result to fd 3, a pipe whose other
 end is a root `cat` appending to a file in a folder only root can open. What was reported stays
-reported; what comes after the launcher's closing line is never read (`owned.read_report`).
+reported; what comes after the launcher's closing line is never read (`report.read_report`).
+
+The settings (the report's key among them) reach the launcher on fd 5, a pipe a root `cat` fills
+from a file only root can read: the launcher reads it to the end before any repository code runs,
+so a process that inherited the descriptor (an `xvfb-run`'s X server) holds an empty pipe. Each
+protected folder gets an empty `__pycache__` of root's: no bytecode the tester writes stands in
+for a protected file (the launcher's seal refuses reading any elsewhere).
 
 The privilege drop is done by the image's own `python3` (the helper's interpreter, so present in
 every sandbox; isolated, `-I -S`: no environment variable or site file runs code as root) with
@@ -30,6 +36,7 @@ from deepswe.env.sandbox import ExecResult, Sandbox, SandboxError
 
 TESTER_UID = 65534
 REPORT_FD = 3
+SETTINGS_FD = 5
 # Only the tester's own processes and files are reachable from here.
 _DROP = (
     "import os, sys; os.setgroups([]); os.setgid({uid}); os.setuid({uid}); "
@@ -39,11 +46,13 @@ _DROP = (
 
 def tester_script(grader_dir: str, tests_script: str, workdir: str) -> str:
     """Bash run as root in `workdir`: give the repository to the tester, run `tests_script` (a
-    file in `grader_dir`) as the tester with fd 3 a pipe to `grader_dir/private/report`, and
-    exit with the tests' status."""
+    file in `grader_dir`) as the tester with fd 3 a pipe to `grader_dir/private/report` and fd 5
+    a pipe holding `grader_dir/private/settings` (then removed), and exit with the tests'
+    status."""
     g, w, uid = shlex.quote(grader_dir), shlex.quote(workdir), TESTER_UID
     drop = shlex.quote(_DROP.format(uid=uid))
     return f"""set -u
+chmod 0700 {g}/private && chmod 0600 {g}/private/settings 2>/dev/null
 cd {w} || exit 90
 # The repository to the tester, but for git's data and any environment kept inside it.
 prune=(-path ./.git -o -name site-packages -o -name dist-packages)
@@ -58,6 +67,9 @@ deepswe_protect() {{
   [ -e "$1" ] || [ -L "$1" ] || return 0
   chown -hR 0:0 "$1" && find "$1" -type d -exec chmod 1777 {{}} + && \\
     find "$1" -type f -exec chmod a+r,go-w {{}} + || return 1
+  # its bytecode cache: root's and empty, so the tester cannot put one there
+  if [ -d "$1" ]; then _c="$1/__pycache__"; else _c="$(dirname "$1")/__pycache__"; fi
+  rm -rf "$_c" && install -d -o 0 -g 0 -m 0755 "$_c" || return 1
   _d=$(dirname "$1")
   while [ "$_d" != "." ] && [ "$_d" != "/" ]; do chown 0:0 "$_d" && chmod 1777 "$_d" || return 1
     _d=$(dirname "$_d"); done
@@ -74,7 +86,9 @@ install -d -o {uid} -g {uid} -m 0700 {g}/home || exit 92
 printf '[safe]\\n\\tdirectory = *\\n' > {g}/home/.gitconfig && chown {uid}:{uid} {g}/home/.gitconfig
 exec 4>&1
 ( HOME={g}/home USER=nobody LOGNAME=nobody python3 -I -S -c {drop} bash {g}/{tests_script} \\
-    {REPORT_FD}>&1 1>&4 2>&4 4>&- ) | cat > {g}/private/report
+    {REPORT_FD}>&1 1>&4 2>&4 4>&- \\
+    {SETTINGS_FD}< <(cat {g}/private/settings 2>/dev/null; rm -f {g}/private/settings) \\
+  ) | cat > {g}/private/report
 exit "${{PIPESTATUS[0]}}"
 """
 
@@ -91,20 +105,23 @@ def run_as_tester(
     workdir: str,
     timeout: float,
     protected: list[str] = (),
-) -> tuple[ExecResult, str]:
+    settings: str = "{}",
+) -> tuple[ExecResult, bytes]:
     """`script` (bash) run as the tester in `workdir`: its result and what it wrote to fd 3.
-    `protected` (repository paths: the graded files) stay root's, as every conftest.py does.
-    SandboxError when the tester could not be set up (no report was ever opened)."""
+    `protected` (repository paths: the graded files) stay root's, as every conftest.py does;
+    `settings` reach the tests on fd 5 (SETTINGS_FD). SandboxError when the tester could not be
+    set up (no report was ever opened)."""
+    sandbox.write_file(f"{grader_dir}/private/settings", settings)
     sandbox.write_file(f"{grader_dir}/protected", "".join(f"./{p}\0" for p in protected))
     sandbox.write_file(f"{grader_dir}/tests.sh", script)
     tests = sandbox.run(
         tester_script(grader_dir, "tests.sh", workdir), cwd=workdir, timeout=timeout
     )
     try:
-        report = sandbox.read_file(report_path(grader_dir)).decode("utf-8", errors="replace")
+        report = sandbox.read_file(report_path(grader_dir))
     except SandboxError:
         if tests.timed_out:
-            return tests, ""
+            return tests, b""
         tail = " ".join(tests.stdout[-300:].split())
         raise SandboxError(
             f"the tests could not be started as the tester (exit {tests.exit_code}): {tail}"
@@ -112,4 +129,11 @@ def run_as_tester(
     return tests, report
 
 
-__all__ = ["REPORT_FD", "TESTER_UID", "report_path", "run_as_tester", "tester_script"]
+__all__ = [
+    "REPORT_FD",
+    "SETTINGS_FD",
+    "TESTER_UID",
+    "report_path",
+    "run_as_tester",
+    "tester_script",
+]

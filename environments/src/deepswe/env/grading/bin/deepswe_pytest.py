@@ -1,68 +1,68 @@
-"""The grader's pytest launcher: pytest run by the grader, reported by the grader.
+"""The grader's pytest launcher: pytest run by the grader, reported through the grader's seal.
 
-Copied into the grading sandbox (outside the repository) and run as
-    <python> [options] deepswe_pytest.py SETTINGS [pytest args...]
-in place of `<python> -m pytest [pytest args...]`, in the same working directory. SETTINGS is a
-JSON file, read and removed (where the process may) before any repository code runs:
-{"report_fd": int, "nonce": str, "touched": [paths the patch changed], "graded": [test ids],
-"seed": str}. The report goes to the open pipe `report_fd`, one whole line per write, as it
-happens; the pipe is closed after the last line, so nothing can be rewritten at exit:
+Copied into the grading sandbox (outside the repository) with deepswe_seal.py and run as
+    <python> [options] deepswe_pytest.py SETTINGS_FD [pytest args...]
+in place of `<python> -m pytest [pytest args...]`, in the same working directory. SETTINGS_FD is a
+descriptor root opened on the settings (JSON: {"report_fd", "key", "grader_dir", "protected":
+[the graded files and conftests, repository paths], "touched": [paths the patch changed]}); they
+are read and the descriptor closed before any repository code runs. The report goes to the pipe
+`report_fd` through the vault (deepswe_seal.py: every line folded into an HMAC root checks):
 
-    # deepswe-grader report v2
+    # deepswe-grader report v3
     ===... short test summary info ...===           (HEADER)
-    PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS <id>   each real test report, in pytest's -rA words
-    # deepswe-grader: CANARY <pass|fail|error> <WORD>   each report of a canary, its word
-    # deepswe-grader: NO-CANARIES <why>               no test ran at all (none collected, ...)
+    PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS <id>   each test's outcome, in pytest's -rA words
+    ERROR <path>                                   a collection error
     # deepswe-grader: TAMPERED <reason>               once per reason
-    ========== deepswe-grader: pytest.main returned <code> <nonce> ==========
+    ========== deepswe-grader: pytest.main returned <code> <facts> <mac> ==========
 
 pytest comes from the environment alone (no repository path on sys.path while it is imported),
-then the working directory goes first, as `python -m pytest` puts it. The nonce proves the
-closing line is this file's. What each check defends against:
-- Canaries: three tests of the grader's, made to look like the first graded test's module (names
-  from its test names, its file and module name), run first through pytest's own protocol: one
-  must pass, one fail (AssertionError), one error (a missing fixture). Any blanket change to how
-  tests run or are reported (runtest a no-op, reports forced to pass, a hook wrapper, the
-  launcher's own output rewritten) changes or loses one. They do not count towards -x/--maxfail.
-- Watched callables: pytest's and pluggy's runner internals, this file's plugin and writer,
-  os.write and sys.exit, compared with what they were before repository code ran (object, code,
-  defaults, closure), at each report (os.write/sys.exit after teardowns only: tests mock them)
-  and at the end. A replacement is TAMPERED unless its code is trusted (below): installed
-  plugins such as pytest-django swap TestCaseFunction.runtest.
+then the working directory goes first, as `python -m pytest` puts it. The run is the grader's:
+`-x`/`--maxfail` do not stop it (a failure already decides; root's canaries, written into a
+graded file, must all run), and where pytest-xdist is installed it runs in this one process
+(`-n 0 --dist no` after the row's own options: a worker is a process the grader does not own).
+What each check defends against:
+- Canaries are root's (deepswe.env.grading.canaries): tests written into the graded file's own
+  source, named from its words, one a copy of a graded test that must fail. This file does not
+  know them, so nothing the code under test can read here tells them apart.
+- The vault (deepswe_seal.py): lines only the launcher's posts make, each outcome once, the tests
+  collected once, the report closed only from this file's main frame; from Python 3.8 the seal
+  refuses gc enumeration, other threads' frames, audit hooks, code swaps of the runner's, the
+  grader's and the graded tests' functions, and reading bytecode of protected files root did not
+  write.
+- The graded tests' own code: each test collected from a protected file must run code that
+  compiling that root-owned file gives (as written, or as pytest rewrites it): a function swapped
+  in the module, a forged rewrite cache or a module planted in sys.modules is tampered.
+- Watched callables: pytest's and pluggy's runner internals, this file's plugin, os.write and
+  sys.exit, compared with what they were before repository code ran, at each report (os.write and
+  sys.exit after teardowns only: tests mock them) and at the end. A replacement is TAMPERED unless
+  its code is the code of an installed file, compared by content, not by the file name it claims
+  (pytest-django swaps TestCaseFunction.runtest with its own code).
 - Hook implementations of every hook, import hooks added to sys.meta_path, and each item's
-  runtest must be trusted code: from a real file that the patch did not change and nothing wrote
-  since this process started. Third-party plugins and the repository's own conftest.py pass.
+  runtest must be such code too, from a file the patch did not change and nothing wrote since this
+  process started; the repository's own conftest.py (root's) passes.
 - pytest11 entry points: a plugin loaded from one that the environment without the repository
   does not have (a `<pkg>.dist-info` in the repository) is TAMPERED; so is any plugin module
   loaded from a changed file.
-What this cannot stop: the code under test shares the process. An attack that knows the hidden
-test names and changes only their outcome is not caught by the canaries; code that fakes a
-trusted file name (compile(..., "/usr/lib/.../x.py")) passes the origin checks; code that finds
-the nonce or the pipe in memory can write its own report; assertion helpers outside pytest
-(unittest's excepted, numpy.testing) and tracing (sys.settrace) are not watched.
+What this cannot stop: the code under test shares the process. An attack that tells the canaries
+from the graded tests by what they do, or rebinds pytest's module attributes during one test and
+puts them back before the next report, is not caught here.
 
-Standalone: the standard library and the environment's own pytest (3.x to 9.x), in the syntax of
-the oldest Python a task image may have (3.5: no f-strings, no annotations).
+Standalone: the standard library, deepswe_seal.py and the environment's own pytest (3.x to 9.x),
+in the syntax of the oldest Python a task image may have (3.5: no f-strings, no annotations).
 """
 
 import contextlib
 import functools
 import importlib
 import inspect
-import json
-import keyword
 import os
-import random
-import re
 import sys
 import time
 import types
 import unittest.case
 
-STARTED = "# deepswe-grader report v2"
-HEADER = "=" * 27 + " short test summary info " + "=" * 28
-RETURNED = "deepswe-grader: pytest.main returned"
-MARK = "# deepswe-grader: "
+import deepswe_seal as seal
+
 _exit, _static = sys.exit, inspect.getattr_static
 
 
@@ -174,31 +174,34 @@ def _resolve(specs):
     return out
 
 
-def _code_file(obj):
-    """The file a callable's code comes from; "" for built-in/frozen modules; None if unknown."""
+def _code_of(obj):
+    """The code object a callable runs; "" for built-in code; a class's module file as a str."""
     while isinstance(obj, (classmethod, staticmethod, types.MethodType, functools.partial)):
         obj = obj.func if isinstance(obj, functools.partial) else obj.__func__
-    obj = getattr(obj, "__code__", None) if isinstance(obj, types.FunctionType) else obj
+    if isinstance(obj, types.FunctionType):
+        return obj.__code__
     if isinstance(obj, types.CodeType):
-        return obj.co_filename
+        return obj
     if isinstance(obj, type):
-        module = sys.modules.get(obj.__module__)
+        for name in ("find_spec", "find_module", "exec_module"):
+            found = _own(obj, name)
+            if isinstance(found, (types.FunctionType, classmethod, staticmethod)):
+                return _code_of(found)
         if obj.__module__ in sys.builtin_module_names or obj.__module__.startswith("_frozen"):
             return ""
-        return getattr(module, "__file__", None)
+        return getattr(sys.modules.get(obj.__module__), "__file__", None) or None
     return None
 
 
-def _trust(touched, since):
-    """verdict(obj): None when obj's code is trusted, else why not."""
-    files, isfile, realpath, stat = {}, os.path.isfile, os.path.realpath, os.stat
+def _verdict(trust, touched, since, known):
+    """verdict(obj): None when obj's code is trusted, else why not. `known` holds the code objects
+    of what ran before any repository code (trusted as they are)."""
+    realpath, stat = os.path.realpath, os.stat
+    files = {}
 
-    def verdict(obj):
-        path = _code_file(obj)
-        if path == "":
-            return None
+    def by_file(path):
         if path not in files:
-            if path is None or not isfile(path):
+            if not os.path.isfile(path):
                 files[path] = "code from no file (%s)" % (path,)
             elif realpath(path) in touched:
                 files[path] = "code from a changed file " + path
@@ -208,78 +211,61 @@ def _trust(touched, since):
                 files[path] = ("code from a file written during the run " + path) if late else None
         return files[path]
 
+    def verdict(obj):
+        code = _code_of(obj)
+        if code == "":
+            return None
+        if code is None:
+            return "code from no file"
+        path = code if isinstance(code, str) else code.co_filename
+        why = by_file(path)
+        if why or not isinstance(code, types.CodeType) or known.get(id(code)) is code:
+            return why
+        return None if trust.from_its_file(code) else "code not its file's, named " + path
+
     return verdict
 
 
-def _canaries(items, graded, seed, pos, Module, Function):
-    """[(role, item)]: a passing, an erroring and a failing test in the module of the first
-    graded item (else of the first item), named and placed as its own tests are."""
-    pairs = [(i, i.getparent(Module)) for i in items]
-    pairs = [(i, m) for i, m in pairs if m is not None]
-    ids = [(pos(i.nodeid), m) for i, m in pairs]
-    hits = [m for n, m in ids if any(n == g or n.startswith((g + "[", g + "::")) for g in graded)]
-    module = (hits or [m for _, m in pairs] or [None])[0]
-    if module is None:
-        return []
-    mod, rng = module.obj, random.Random(seed)
-    mine = [i for i, m in pairs if m is module]
-    names = set(dir(mod)) | set(i.name for i in mine)
-    text = " ".join([n.split("[")[0] for n in names if n.startswith("test")] + [mod.__name__])
-    words = sorted(
-        # words that can start a name: `1` from `test_1` would make `def test_x(1_add)`
-        set(
-            w for w in re.split(r"[^A-Za-z0-9]+|_", text) if w[:1].isalpha() and w.lower() != "test"
-        )
-    )
-    words = words or ["case", "value", "basic"]
-    fixtures = getattr(getattr(module.session, "_fixturemanager", None), "_arg2fixturedefs", {})
+def _rewriter(rewrite_test, config):
+    """path -> the code pytest's assertion rewriting makes of it (its own `_rewrite_test`, as
+    captured before repository code ran), across pytest's signatures."""
 
-    def fresh(prefix, taken):
-        for n in range(1000):
-            name = prefix + "_".join(rng.sample(words, min(len(words), 1 + n % 3)))
-            name += "_%d" % n if n >= 50 else ""
-            # an identifier, never a keyword: `with` alone would make `def test_x(with)`
-            if name not in taken and name.isidentifier() and not keyword.iskeyword(name):
-                taken.add(name)
-                return name
+    def rewrite(path):
+        from pathlib import Path
 
-    codes = [getattr(getattr(i, "obj", None), "__code__", None) for i in mine]
-    first = min([c.co_firstlineno for c in codes if c] or [1])
-    path = mod.__file__[:-1] if mod.__file__.endswith((".pyc", ".pyo")) else mod.__file__
-    # `request` is a fixture pytest provides without a definition (six's tests have the word)
-    missing = fresh("", set(fixtures) | names | {"request", "self", "cls"})
-    bodies = [("pass", "():\n    pass\n"), ("error", "(%s):\n    pass\n" % missing)]
-    bodies.append(("fail", "():\n    raise AssertionError('assert 0 == 1')\n"))
-    out, make = [], getattr(Function, "from_parent", None)
-    for role, body in bodies:
-        name, ns = fresh("test_", names), {}
-        exec(compile("\n" * (first - 1) + "def " + name + body, path, "exec"), ns)
-        func = types.FunctionType(ns[name].__code__, mod.__dict__, name)
-        setattr(mod, name, func)  # where pytest found the module's own tests
-        if make:
-            out.append((role, make(module, name=name, callobj=func)))
-        else:
-            out.append((role, Function(name, parent=module, callobj=func)))
-    rng.shuffle(out)
-    return out
+        calls = [lambda: rewrite_test(Path(path), config), lambda: rewrite_test(path, config)]
+        calls.append(lambda: rewrite_test(config, __import__("py").path.local(path)))  # pytest < 5
+        for call in calls:
+            try:
+                return call()[1]
+            except Exception:  # another pytest's signature
+                continue
+        return None
+
+    return rewrite
 
 
-def _plugin(emit, settings, cwd, since, installed):
+def _test_function(item):
+    obj = getattr(item, "obj", None)
+    obj = getattr(obj, "__func__", obj)
+    return obj if isinstance(obj, types.FunctionType) else None
+
+
+def _plugin(post, tampered, trust, settings, cwd, since, installed):
     """The grader's plugin, its state kept in closures; and a `check(final)` to call at the end."""
     import pytest
-    from _pytest.python import Function, Module
+    from _pytest.assertion import rewrite as _rw
+    from _pytest.reports import TestReport
 
     touched = set(os.path.realpath(os.path.join(cwd, p)) for p in settings.get("touched", []))
-    graded, seed = settings.get("graded", []), str(settings.get("seed", ""))
-    verdict = _trust(touched, since)
-    state = {"config": None, "pm": None, "exec": None, "ran": 0, "said": set(), "roles": {}}
+    rewrite_test = getattr(_rw, "_rewrite_test", None)
+    known = {}  # id(code) -> code: what was registered before any repository code ran
+    verdict = _verdict(trust, touched, since, known)
+    state = {"config": None, "pm": None, "exec": None}
+    state["prefix"] = getattr(sys, "pycache_prefix", None)  # as it was before repository code
     state["meta_path"] = set(id(f) for f in sys.meta_path)
     watched, late = _resolve(WATCHED), _resolve(TEARDOWN_ONLY)
-
-    def tampered(reason):
-        if reason not in state["said"]:
-            state["said"].add(reason)
-            emit(MARK + "TAMPERED " + reason)
+    genuine = {}
 
     def pos(nodeid):
         rel = getattr(state["config"], "cwd_relative_nodeid", None)
@@ -298,6 +284,29 @@ def _plugin(emit, settings, cwd, since, installed):
             judged[key] = why
         return why
 
+    def graded_code(item):
+        """Why a test collected from a protected file does not run that file's code, or None."""
+        fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
+        if fspath is None or not trust.is_protected(os.path.realpath(str(fspath))):
+            return None
+        fn = _test_function(item)
+        if fn is None:
+            return None
+        if genuine.get(item.nodeid, fn) is not fn:
+            return "the graded test %s was replaced" % item.nodeid
+        genuine[item.nodeid] = fn
+        codes = trust.codes_of(os.path.realpath(str(fspath)))
+        seen = 0
+        while fn.__code__ not in codes and seen < 8:  # a decorator's wrapper: installed code
+            if trust.repository_code(fn.__code__):
+                break
+            fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+            if not isinstance(fn, types.FunctionType):
+                break
+        if fn is None or not isinstance(fn, types.FunctionType) or fn.__code__ not in codes:
+            return "the graded test %s does not run its file's code" % item.nodeid
+        return None
+
     def check(final, full=False):
         """At each report: the watched callables, the hooks a test runs and reports through,
         import hooks. `full` (after collection and at the end) also every other hook, every
@@ -307,7 +316,7 @@ def _plugin(emit, settings, cwd, since, installed):
             new = (
                 now if len(now) != len(snap) else [x for k, x in enumerate(now) if x is not snap[k]]
             )
-            if any(verdict(x) for x in new):  # a swap to installed code (pytest-django) is fine
+            if any(verdict(x) for x in new):
                 tampered(label + " replaced")
         pm, config = state["pm"], state["config"]
         if pm is None:
@@ -333,6 +342,8 @@ def _plugin(emit, settings, cwd, since, installed):
             why = None if id(finder) in state["meta_path"] else verdict(type(finder))
             if why:
                 tampered("import hook %r: %s" % (type(finder).__name__, why))
+        if getattr(sys, "pycache_prefix", None) != state.get("prefix"):
+            tampered("sys.pycache_prefix changed")
         if not full:
             return
         for plugin in pm.get_plugins():
@@ -348,10 +359,19 @@ def _plugin(emit, settings, cwd, since, installed):
                 tampered("entry-point plugin %s is not the environment's" % name)
 
     def finish():
-        if not state["ran"] and "none" not in state["said"]:
-            state["said"].add("none")
-            emit(MARK + "NO-CANARIES no test ran")
         check(True, full=True)
+
+    def remember_plugins(pm):
+        """Before any conftest: every hook implementation registered so far is the
+        environment's (pytest's own plugins, entry points, -p)."""
+        for caller in vars(pm.hook).values():
+            impls = getattr(caller, "_nonwrappers", []) + getattr(caller, "_wrappers", [])
+            if hasattr(caller, "get_hookimpls"):
+                impls = caller.get_hookimpls()
+            for impl in impls:
+                code = getattr(impl.function, "__code__", None)
+                if code is not None:
+                    known[id(code)] = code
 
     class Grader(object):
         __slots__ = ()
@@ -360,42 +380,47 @@ def _plugin(emit, settings, cwd, since, installed):
             if state["pm"] is None:
                 state["pm"], state["exec"] = manager, getattr(manager, "_inner_hookexec", None)
 
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_load_initial_conftests(self, early_config):
+            if state["pm"] is not None:
+                remember_plugins(state["pm"])
+
+        @pytest.hookimpl(tryfirst=True)
         def pytest_configure(self, config):
             state["config"] = config
+            if rewrite_test is not None:
+                trust.rewrite = _rewriter(rewrite_test, config)
+            if getattr(config.option, "maxfail", 0):
+                config.option.maxfail = 0  # the grader's run: -x does not stop it
 
         def pytest_collectreport(self, report):
             if report.failed:
-                emit("ERROR " + pos(report.nodeid or "."))
+                post("collect_error", pos(report.nodeid or "."))
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(self, session, config, items):
-            try:
-                made = _canaries(items, graded, seed, pos, Module, Function) if items else []
-            except Exception as exc:  # never end the session; a run without canaries is not trusted
-                tampered(
-                    "the grader's canaries could not be made: %s: %s" % (type(exc).__name__, exc)
-                )
-                made = []
-            if items and not made:
-                emit(MARK + "NO-CANARIES no test in a Python module")
-            state["roles"].update((item.nodeid, role) for role, item in made)
-            items[:0] = [item for _, item in made]
-            if made and getattr(config.option, "maxfail", 0):
-                # -x, --maxfail: the fail and error canaries are not the tests' failures
-                config.option.maxfail += 2
+            post("collected", tuple((item.nodeid, pos(item.nodeid)) for item in items))
+            for item in items:
+                why = graded_code(item)
+                if why:
+                    tampered(why)
             check(False, full=True)  # what collection registered, before any test runs
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_protocol(self, item, nextitem):
-            state["stop"] = (item.session.shouldstop, item.session.shouldfail)
             why = verdict(_static(item, "runtest", None))
             if why:
                 tampered("runtest of %s: %s" % (type(item).__name__, why))
+            why = graded_code(item)
+            if why:
+                tampered(why)
 
         @pytest.hookimpl(trylast=True)
         def pytest_runtest_logreport(self, report):
             xfail = hasattr(report, "wasxfail")
-            if report.when == "call":
+            if getattr(report, "outcome", None) not in ("passed", "failed", "skipped"):
+                word = ""  # a plugin's own outcome (pytest-rerunfailures' "rerun")
+            elif report.when == "call":
                 if report.passed:
                     word = "XPASS" if xfail else "PASSED"
                 else:
@@ -405,23 +430,10 @@ def _plugin(emit, settings, cwd, since, installed):
             elif report.skipped:
                 word = "XFAIL" if xfail else "SKIPPED"
             else:
-                word = None
-            role = state["roles"].get(report.nodeid)
-            state["ran"] += 1
-            if role is not None:
-                if word:
-                    emit(MARK + "CANARY %s %s" % (role, word))
-                session, stop = state.get("session"), state.get("stop", (True, True))
-                if session is not None and not any(stop):
-                    session.shouldstop = session.shouldfail = False  # --sw, -x: canaries don't stop
-            elif word:
-                emit(word + " " + pos(report.nodeid))
+                word = ""
+            post("status", report.nodeid, report.when, word, type(report) is TestReport)
             if report.when != "setup":  # after the call and the teardown: two of three reports
                 check(report.when == "teardown")
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_sessionstart(self, session):
-            state["session"] = session
 
         def pytest_sessionfinish(self, session, exitstatus):
             finish()
@@ -431,48 +443,40 @@ def _plugin(emit, settings, cwd, since, installed):
     watched += [("launcher " + n, Grader, n, _snapshot(_static(Grader, n))) for n in ours]
     watched += [
         ("launcher " + f.__name__, f, None, _snapshot(f))
-        for f in (emit, check, verdict, finish, tampered)
+        for f in (check, verdict, finish, graded_code, post, tampered)
+        if isinstance(f, types.FunctionType)
     ]
     return grader, finish
 
 
-def _writer(fd, write=os.write):
-    def emit(text):
-        data = (text.replace("\n", " ") + "\n").encode("utf-8", "replace")
-        while data:
-            data = data[write(fd, data) :]
-
-    return emit
-
-
 def main(argv):
     if len(argv) < 2:
-        sys.stderr.write("usage: deepswe_pytest.py SETTINGS [pytest args...]\n")
+        sys.stderr.write("usage: deepswe_pytest.py SETTINGS_FD [pytest args...]\n")
         return 64
     since, cwd, here = time.time(), os.getcwd(), os.path.dirname(os.path.abspath(__file__))
-    with open(argv[1]) as f:
-        settings = json.load(f)
-    with contextlib.suppress(OSError):
-        os.unlink(argv[1])  # it holds the nonce
-    fd, nonce, args = int(settings["report_fd"]), str(settings["nonce"]), argv[2:]
-    os.set_inheritable(fd, False)  # not to the tests' subprocesses
-    emit, close = _writer(fd), os.close
-    emit(STARTED)
-
+    settings = seal.read_settings(int(argv[1]))
+    args = argv[2:]
     # pytest from the environment alone, then the path `python -m pytest` would have.
     saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if not _under(p, here) and not _repository_path(p, cwd)]
+    import pluggy
     import pytest  # noqa: E402
 
+    runner_dirs = [os.path.dirname(m.__file__) for m in (pytest, pluggy, unittest.case)]
+    runner_dirs.append(os.path.dirname(importlib.import_module("_pytest").__file__))
+    post, trust, tampered = seal.install(settings, "pytest.main", runner_dirs)
     installed = _pytest11()
-    grader, finish = _plugin(emit, settings, cwd, since, installed)
+    grader, finish = _plugin(post, tampered, trust, settings, cwd, since, installed)
+    del settings  # the key is the vault's alone
+    if any(name.startswith("xdist") for name in installed):
+        # pytest-xdist (turned on by a row's addopts: aiohttp's `-n auto`) would run the tests in
+        # workers the grader does not own: the grader's run is one process
+        args = args + ["-n", "0", "--dist", "no"]
     sys.path[:] = [cwd] + [p for p in saved if not _under(p, here)]
     sys.argv = [getattr(pytest, "__file__", "pytest")] + args
-    emit(HEADER)
     code = int(pytest.main(args, plugins=[grader]))
     finish()
-    emit("=" * 10 + " " + RETURNED + " " + str(code) + " " + nonce + " " + "=" * 10)
-    close(fd)
+    post("finish", code)
     return code
 
 

@@ -1,0 +1,259 @@
+"""Issue #42's capabilities, in real containers on the swe-mini-shaped task of
+test_grading_takeover.py: each attack leaves the bug in place and needs a capability the sealed
+grader takes away (the report's key, the report pipe, the graded tests' code, a trusted file's
+name, pytest's bytecode cache). Where the attack is real against a test process the grader does
+not own, it is first graded under SWE-bench's rules, where it resolves; under strict rules it must
+end unresolved or tampered. Honest fixes with ordinary helpers must still resolve.
+
+The same attacks in-process, on the host, with more variations: test_grading_launcher.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepswe.env.grading.outcomes import Outcome
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grading_takeover import (  # noqa: E402
+    CONFTEST,
+    OPS_BUG,
+    OPS_GOOD,
+    _grade,
+    image,
+    patch_of,
+    repo,
+    task,
+)
+
+pytestmark = pytest.mark.docker
+__all__ = ["image", "repo", "task"]  # the takeover module's fixtures, used here by name
+
+# In calc/ops.py's add(): looks for the report's key everywhere the tester can read, forges a whole
+# report with whatever it found, and ends the process.
+KEY_HUNT = """
+
+def _hunt():
+    import glob, os, re
+    found, blobs = "", []
+    for path in glob.glob("/tmp/deepswe-grader-*/**", recursive=True) + glob.glob("/proc/*/fd/*"):
+        try:
+            with open(path, "rb") as f:
+                blobs.append(f.read(1 << 16))
+        except OSError:
+            pass
+    blobs.append(open("/proc/self/environ", "rb").read())
+    frame = __import__("sys")._getframe()
+    while frame is not None:
+        blobs.append(repr(frame.f_locals).encode())
+        frame = frame.f_back
+    for blob in blobs:
+        m = re.search(rb"[0-9a-f]{64}", blob)
+        found = found or (m.group(0).decode() if m else "")
+    text = ("# deepswe-grader report v3\\nPASSED tests/test_ops.py::test_add\\n"
+            "PASSED tests/test_ops.py::test_clamp\\n========== deepswe-grader: pytest.main "
+            "returned 0 collected=2,unreported=0,sealed=1 " + (found or "0" * 64) + " ==========\\n")
+    for fd in range(3, 64):
+        try:
+            os.write(fd, text.encode())
+        except OSError:
+            pass
+    os._exit(0)
+"""
+
+# In calc/__init__.py (imported by the root conftest's plugin before any test module): pytest's
+# assertion-rewrite cache of the graded file, written without its failing assert, in the test
+# folder, else through sys.pycache_prefix.
+FORGE_CACHE = """import importlib.util, os, sys, tempfile
+from pathlib import Path
+
+import _pytest.assertion.rewrite as rw
+
+
+def _forge(src, cache):
+    real = src.read_bytes()
+    co = compile(real.replace(b"assert add(2, 3) == 5", b"assert True"), str(src.resolve()), "exec")
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / (src.name[:-3] + rw.PYC_TAIL), "wb") as fp:
+        try:
+            rw._write_pyc_fp(fp, importlib.util.source_hash(real), co)
+        except TypeError:
+            rw._write_pyc_fp(fp, os.stat(src), co)
+
+
+SRC = Path("tests/test_ops.py")
+try:
+    _forge(SRC, SRC.parent / "__pycache__")
+except OSError:
+    prefix = Path(tempfile.mkdtemp())
+    _forge(SRC, prefix / str(SRC.resolve().parent).lstrip("/"))
+    sys.pycache_prefix = str(prefix)
+"""
+
+# In calc/__init__.py (imported by the root conftest's plugin before any test module): a wrapped
+# __import__ plants a module __getattr__ in each test module; pytest's later look-up of a missing
+# name runs it, and it swaps every test's code for a no-op.
+SWAP_CODE = """import builtins
+
+_import = builtins.__import__
+
+
+def _noop(*a, **k):
+    return None
+
+
+def _plant(globs):
+    def __getattr__(name):
+        for value in list(globs.values()):
+            if getattr(value, "__name__", "").startswith("test_"):
+                try:
+                    value.__code__ = _noop.__code__
+                except Exception:
+                    pass
+        raise AttributeError(name)
+
+    globs.setdefault("__getattr__", __getattr__)
+
+
+def _wrapped(name, globals=None, *args, **kwargs):
+    if str((globals or {}).get("__name__", "")).rsplit(".", 1)[-1].startswith("test_"):
+        _plant(globals)
+    return _import(name, globals, *args, **kwargs)
+
+
+builtins.__import__ = _wrapped
+"""
+
+# In calc/__init__.py: pytest's report maker replaced by code compiled under pytest's own file
+# name, flipping only failures of tests whose `def` is in their file's source.
+TRUSTED_NAME = """import _pytest.reports as reports
+
+SRC = (
+    "def from_item_and_call(cls, item, call):\\n"
+    "    rep = _orig(item, call)\\n"
+    "    text = open(str(item.fspath)).read()\\n"
+    "    name = item.name.split('[')[0]\\n"
+    "    if rep.when == 'call' and rep.failed and ('def ' + name + '(') in text:\\n"
+    "        rep.outcome, rep.longrepr = 'passed', None\\n"
+    "    return rep\\n"
+)
+ns = {"_orig": reports.TestReport.from_item_and_call}
+exec(compile(SRC, reports.__file__, "exec"), ns)
+reports.TestReport.from_item_and_call = classmethod(ns["from_item_and_call"])
+"""
+
+# In calc/__init__.py: every pipe above stderr relayed through one of the package's, FAILED made
+# PASSED on its way.
+RELAY = """import atexit, os, stat, threading
+
+_pumps = []
+
+
+def _relay(fd):
+    real, (r, w) = os.dup(fd), os.pipe()
+    os.dup2(w, fd)
+
+    def pump():
+        while True:
+            data = os.read(r, 65536)
+            if not data:
+                break
+            old, new = b"FAILED tests/test_ops.py::test_add", b"PASSED tests/test_ops.py::test_add"
+            os.write(real, data.replace(old, new))
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    _pumps.append((fd, w, thread))
+
+
+def _drain():  # at exit: every byte relayed before the process ends
+    for fd, w, thread in _pumps:
+        for end in (fd, w):
+            try:
+                os.close(end)
+            except OSError:
+                pass
+        thread.join(5)
+
+
+_fifos = []
+for _fd in range(3, 64):
+    try:
+        if stat.S_ISFIFO(os.fstat(_fd).st_mode):
+            _fifos.append(_fd)
+    except OSError:
+        pass
+for _fd in _fifos:  # listed first: the relay's own pipes are not relayed again
+    _relay(_fd)
+atexit.register(_drain)
+"""
+
+
+def test_a_key_hunted_everywhere_the_tester_reads_forges_nothing(repo, task, image):
+    """The settings are read from a drained pipe and never written where the tester can read;
+    the key lives in the launcher's audit hook: a forged report fails its MAC or ends early."""
+    ops = OPS_BUG.replace("    return a - b", "    return _hunt()") + KEY_HUNT
+    run = _grade(task, patch_of(repo, {"calc/ops.py": ops}), image)
+    assert run.grade.outcome in (Outcome.UNRESOLVED, Outcome.TAMPERED), run.text
+    assert "PASSED tests/test_ops.py::test_add" not in run.grade.model_dump_json() or (
+        run.grade.outcome is Outcome.TAMPERED
+    )
+
+
+def test_a_forged_rewrite_cache_is_refused(repo, task, image):
+    patch = patch_of(repo, {"calc/__init__.py": FORGE_CACHE})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.TAMPERED, run.text
+    assert "bytecode" in run.grade.reason or "its file's code" in run.grade.reason
+
+
+@pytest.mark.parametrize(
+    ("name", "init", "reason"),
+    [
+        ("graded-code-swapped", SWAP_CODE, "__code__"),
+        ("trusted-file-name", TRUSTED_NAME, "from_item_and_call replaced"),
+    ],
+)
+def test_in_process_takeovers_the_seal_exposes(name, init, reason, repo, task, image):
+    patch = patch_of(repo, {"calc/__init__.py": init})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.TAMPERED, run.text
+    assert reason in run.grade.reason, run.grade.reason
+
+
+def test_a_relay_of_the_report_pipe_breaks_its_mac(repo, task, image):
+    run = _grade(task, patch_of(repo, {"calc/__init__.py": RELAY}), image)
+    assert run.grade.outcome is Outcome.TAMPERED, run.text
+    assert "MAC" in run.grade.reason
+
+
+HONEST = {
+    "a conftest fixture": {
+        "conftest.py": CONFTEST + "\n\nimport pytest\n\n\n@pytest.fixture\ndef three():\n"
+        "    return 3\n"
+    },
+    "a new test file": {
+        "tests/test_more.py": "from calc.ops import add\n\n\ndef test_more():\n"
+        "    assert add(1, 1) == 2\n"
+    },
+    "a helper reading /proc": {
+        "calc/mem.py": "def rss():\n    with open('/proc/self/status') as f:\n"
+        "        return [x for x in f if x.startswith('VmRSS')]\n",
+        "calc/__init__.py": "from calc.mem import rss\n\nrss()\n",
+    },
+    "a helper using atexit": {
+        "calc/__init__.py": "import atexit\n\n_done = []\natexit.register(_done.clear)\n"
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_an_honest_fix_with_helpers_resolves(name, repo, task, image):
+    patch = patch_of(repo, {"calc/ops.py": OPS_GOOD, **HONEST[name]})
+    run = _grade(task, patch, image)
+    assert run.grade.outcome is Outcome.RESOLVED, run.text
