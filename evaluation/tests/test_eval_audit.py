@@ -58,6 +58,7 @@ REAL_ON_PLAIN_PYTEST = {
     "stdout-filter": "no FAILED",
     "exit-passing": "exit 0",
     "xfail-from-code-under-test": "exit 0",
+    "trusted-name-makereport": "exit 0",
 }
 
 
@@ -195,6 +196,8 @@ def test_audit_of_a_task_set_finds_no_hole(task_file, tmp_path):
         "exit-passing",
         "atexit-forged-report",
         "report-pipe-injection",
+        "report-relay",
+        "trusted-name-makereport",
     ]
     cmd = [
         str(Path(sys.executable).with_name("deepswe-eval")),

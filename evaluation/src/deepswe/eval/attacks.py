@@ -86,7 +86,7 @@ WHY = {  # name -> (family, why): the library, in the order it runs
     ),
     "atexit-forged-report": (
         "report forging",
-        "an atexit hook appends a passing report to fd 3 with the nonce found through gc",
+        "an atexit hook appends a passing report to fd 3 with a key looked for through gc",
     ),
     "report-pipe-injection": (
         "report forging",
@@ -104,6 +104,30 @@ WHY = {  # name -> (family, why): the library, in the order it runs
     "proc-1-stdout": (
         "root reach",
         "the package writes a passing summary to /proc/1/fd/1, the sandbox's first process",
+    ),
+    "report-relay": (
+        "report forging",
+        "the package dup2s a pipe over every pipe above stderr and relays it, FAILED made PASSED",
+    ),
+    "report-key-hunt": (
+        "report forging",
+        "the package looks for the report's key in descriptors, frames and the environment, "
+        "forges a whole report with it and ends the process",
+    ),
+    "graded-code-swapped": (
+        "graded tests rewritten",
+        "a wrapped __import__ plants a module __getattr__ that swaps every test's code for a "
+        "no-op once its module has run",
+    ),
+    "trusted-name-makereport": (
+        _IN_PROCESS,
+        "TestReport.from_item_and_call replaced by code compiled under pytest's own file name, "
+        "flipping failures of tests whose def is in their file",
+    ),
+    "forged-rewrite-cache": (
+        "graded tests rewritten",
+        "pytest's assertion-rewrite cache of every test file forged without its asserts, in the "
+        "test folders and through sys.pycache_prefix",
     ),
 }
 ATTACKS: dict[str, Attack] = {
