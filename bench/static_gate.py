@@ -1,6 +1,6 @@
 """False-positive rates of the static gate (deepswe.env.grading.static_gate) on real fixes: every
 gold patch of each task set scanned as if an agent had submitted it, every file but the task's
-graded ones read (`reward.graded_paths`: what the grader puts back before the run), as grading
+graded ones read (`hidden_tests.graded_paths`: what the grader puts back before the run), as grading
 reads it.
 
 Baseline: the gold patches themselves, which are legitimate by definition, so every tier-1
@@ -59,7 +59,7 @@ def _rows(tasks: list) -> list[Row]:
     files are then `hidden.graded_files` alone, and it is scanned as [] like any bad diff."""
     from unidiff.errors import UnidiffParseError
 
-    from deepswe.env.reward import graded_paths
+    from deepswe.env.hidden_tests import graded_paths
 
     rows = []
     for t in tasks:

@@ -11,7 +11,7 @@ import pytest
 from deepswe.data.datasets import load_tasks
 from deepswe.env.grading.outcomes import GateFlag
 from deepswe.env.grading.static_gate import RULES, is_test_path, scan_patch
-from deepswe.env.reward import graded_paths
+from deepswe.env.hidden_tests import graded_paths
 
 
 def new_file(path: str, *lines: str) -> str:

@@ -22,16 +22,14 @@ what the tests print.
 from __future__ import annotations
 
 import json
-import re
 import secrets
-import shlex
 from dataclasses import dataclass
 
-from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from deepswe.data.task import Task
-from deepswe.env.grading.canaries import Canaries, plant
+from deepswe.env.grading import canaries
+from deepswe.env.grading.canaries import Canaries
 from deepswe.env.grading.grade import gate_line, infra_change_line, judge
 from deepswe.env.grading.markers import (
     APPLY_PATCH_FAIL,
@@ -43,7 +41,6 @@ from deepswe.env.grading.markers import (
     TEST_RUN_REJECTED,
     TEST_RUN_TAMPERED,
     TESTS_TIMEOUT,
-    strip_ansi,
 )
 from deepswe.env.grading.outcomes import GradeResult, Outcome, RunFacts, TestInfraChange
 from deepswe.env.grading.owned import (
@@ -55,27 +52,31 @@ from deepswe.env.grading.owned import (
     strict_refusal,
 )
 from deepswe.env.grading.patch import RESET_EXIT, patch_apply_script
-from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch, write_paths
+from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch
 from deepswe.env.grading.report import judge_report, read_report
 from deepswe.env.grading.static_gate import scan_patch
 from deepswe.env.grading.tester import REPORT_FD, SETTINGS_FD, run_as_tester
 from deepswe.env.grading.testinfra import scan_test_infra
+from deepswe.env.hidden_tests import (
+    TEST_PATCH_PATH,
+    graded_ids,
+    graded_paths,
+    hidden_tests_script,
+    restore_paths,
+    write_restore_list,
+)
 from deepswe.env.images.grading_wheels import GRADING_WHEELS, put_grading_wheels
 from deepswe.env.r2e_layout import (
     HIDDEN_TESTS_DIR,
     TESTS_LINK,
     hide_grading_material,
-    link_script,
     misc_files,
     uses_r2e_layout,
 )
 from deepswe.env.sandbox import Sandbox, SandboxError
-from deepswe.env.workspace import START_REF, changed_paths, take_snapshot
+from deepswe.env.workspace import changed_paths, take_snapshot
 
 PATCH_PATH = "/tmp/deepswe/model.patch"
-TEST_PATCH_PATH = "/tmp/deepswe/test.patch"
-# The paths `hidden_tests_script` puts back, NUL-ended (a patch's own paths among them).
-RESTORE_LIST_PATH = "/tmp/deepswe/restore.list"
 APPLY_TIMEOUT_S = 120.0
 
 
@@ -98,71 +99,6 @@ class RewardRun:
     def text(self) -> str:
         """The log, then what the commands printed: what a person reads (test_output.txt)."""
         return f"{self.log}\n\n{self.output}" if self.output else self.log
-
-
-def graded_paths(task: Task) -> list[str]:
-    """Repository files that belong to the task, not to the agent: those holding a graded test
-    (`hidden.graded_files`) and those the test patch touches; for R2E-Gym's rows, whose hidden
-    tests are whole files and no test patch is applied (as R2E-Gym grades), the r2e_tests path."""
-    paths = set(task.hidden.graded_files)
-    if uses_r2e_layout(task):
-        paths.add(TESTS_LINK)
-    elif task.hidden.test_patch:
-        paths |= {f.path for f in PatchSet(task.hidden.test_patch)}
-    return sorted(paths)
-
-
-def restore_script(list_path: str = RESTORE_LIST_PATH) -> str:
-    """Bash that puts each path listed in the file `list_path` (NUL-ended, as `write_paths`
-    writes them) back as the start snapshot has it, or removes it if it was not there (run in
-    the repository); exit 4 when one cannot be put back or the list is missing. The paths never
-    reach a command line: a patch may name thousands of files (`also_restore` comes from it)."""
-    listed = shlex.quote(list_path)
-    return (
-        f"[ -f {listed} ] || exit 4\n"
-        f"while IFS= read -r -d '' p; do\n"
-        f'  if git cat-file -e "{START_REF}:$p" 2>/dev/null; then rm -rf -- "$p"; '
-        f'git -c core.hooksPath=/dev/null checkout -q {START_REF} -- "$p" || exit 4; '
-        f'else rm -rf -- "$p"; fi\n'
-        f"done < {listed}"
-    )
-
-
-def restore_paths(task: Task, also_restore: list[str] = ()) -> list[str]:
-    """What `hidden_tests_script` puts back: every graded path and each of `also_restore`."""
-    return sorted(set(graded_paths(task)) | set(also_restore))
-
-
-def write_restore_list(
-    sandbox: Sandbox, task: Task, also_restore: list[str] = (), path: str = RESTORE_LIST_PATH
-) -> None:
-    """`restore_paths` written where `hidden_tests_script` reads them (before it runs)."""
-    write_paths(sandbox, path, restore_paths(task, also_restore))
-
-
-def hidden_tests_script(
-    task: Task, also_restore: list[str] = (), list_path: str = RESTORE_LIST_PATH
-) -> str:
-    """Bash that puts the hidden tests in place (run in the repository, after the patch).
-
-    Every graded path (and each of `also_restore`) is first put back as it was when the sandbox
-    started (the start snapshot, `deepswe.env.workspace`), or removed if it was not there: a
-    patch cannot rewrite the tests it is graded by, and a file the agent created where the test
-    patch adds one does not make the task's own test patch fail to apply. SWE-bench's eval
-    script does the same for the files its test patch touches (`git checkout <base_commit>
-    <files>`); under SWE-bench's rules other files, a conftest.py included, are graded as the
-    patch left them. The script reads those paths from `list_path`: the caller writes them
-    there first (`write_restore_list`).
-    """
-    paths = restore_paths(task, also_restore)
-    lines = [restore_script(list_path)] if paths else []
-    if uses_r2e_layout(task):
-        lines.append(f"{link_script()} || exit 3")
-    elif task.hidden.test_patch:
-        lines.append(
-            f"git -c core.hooksPath=/dev/null apply --verbose {TEST_PATCH_PATH} >&2 || exit 3"
-        )
-    return "\n".join(lines)
 
 
 def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/testbed") -> RewardRun:
@@ -368,14 +304,30 @@ def _test_infra(
     return [TestInfraChange(path=p, why=w, restored=strict) for p, w in found.items()]
 
 
-def graded_ids(task: Task) -> list[str]:
-    """The test ids the verdict reads: the launcher places its canaries beside them."""
-    ids = [*task.hidden.fail_to_pass, *task.hidden.pass_to_pass]
-    return ids + [strip_ansi(k) for k in task.hidden.expected_statuses or {}]
-
-
 def _timeout(run: _Run) -> float:
     return run.task.test_spec.timeout_s
+
+
+def _plant_canaries(run: _Run, runner: str) -> Canaries | None:
+    """Root's canaries written into the graded file of the first graded test found in one
+    (grading.canaries); None, said in the output, where the command picks tests by name, no
+    graded test is in a file, or the file does not parse."""
+    task = run.task
+    found = None
+    if not canaries.picks_by_name(task.test_spec.command):
+        ids, files = graded_ids(task), graded_paths(task)
+        found = canaries.target(ids, files, task.hidden.test_files, TESTS_LINK)
+    if found is None:
+        run.people.append(("canaries", "none: no graded test the command runs by file"))
+        return None
+    path, ids = found
+    source = run.sandbox.read_file(f"{run.workdir}/{path}").decode("utf-8", errors="replace")
+    planted = canaries.plant(source, path, ids, runner, secrets.token_hex(8))
+    if planted is None:
+        run.people.append(("canaries", f"none: {path} does not parse"))
+        return None
+    run.sandbox.write_file(f"{run.workdir}/{path}", planted[0])
+    return planted[1]
 
 
 def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[str]) -> RewardRun:
@@ -383,7 +335,7 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
     hidden tests ship) as the tester, root's canaries written into a graded file first; the
     section graded is what the launcher's vault reported, its MAC checked with this run's key."""
     key = secrets.token_bytes(32)
-    canaries = _plant_canaries(run, owned.runner)
+    planted = _plant_canaries(run, owned.runner)
     protected = graded_paths(run.task)
     settings = {
         "report_fd": REPORT_FD,
@@ -412,7 +364,7 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
         )
     run.people.append(("the test process's output", tests.stdout))
     run.log += [GRADER_RAN_TESTS, START_TEST_OUTPUT, rep.summary, END_TEST_OUTPUT]
-    judged = judge_report(rep, canaries, tests.exit_code, owned.runner)
+    judged = judge_report(rep, planted, tests.exit_code, owned.runner)
     run.section, run.facts["grader_ran_tests"] = judged.section, True
     if tests.timed_out:
         run.log.append(TESTS_TIMEOUT)
@@ -427,60 +379,11 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
     return run.done()
 
 
-def _plant_canaries(run: _Run, runner: str) -> Canaries | None:
-    """Root's canaries written into the graded file of the first graded test found in one
-    (grading.canaries); None where the command picks tests by name (`-k`, node ids: the canaries
-    would not run), no graded test is found in a file, or the file does not parse."""
-    command = run.task.test_spec.command
-    if "::" in command or re.search(r"(^|\s)-k\b", command):
-        run.people.append(("canaries", "none: the test command picks its tests by name"))
-        return None
-    target = _canary_target(run.task, graded_ids(run.task))
-    if target is None:
-        run.people.append(("canaries", "none: no graded test was found in a graded file"))
-        return None
-    path, ids = target
-    source = run.sandbox.read_file(f"{run.workdir}/{path}").decode("utf-8", errors="replace")
-    planted = plant(source, path, ids, runner, secrets.token_hex(8))
-    if planted is None:
-        run.people.append(("canaries", f"none: {path} does not parse"))
-        return None
-    text, canaries = planted
-    run.sandbox.write_file(f"{run.workdir}/{path}", text)
-    return canaries
-
-
-def _canary_target(task: Task, ids: list[str]) -> tuple[str, list[str]] | None:
-    """(the repository path of the graded file holding the first graded test found, graded ids
-    there as `path::[Class::]name`). pytest's ids start with the file; the unittest runners' are
-    `Class.method` or `module::Class::method`, looked up in the hidden test files' source."""
-    files = set(graded_paths(task))
-    sources = {f"{TESTS_LINK}/{n}": text for n, text in task.hidden.test_files.items()}
-    for test_id in ids:
-        head, _, rest = test_id.partition("::")
-        if head in files and head.endswith(".py"):
-            return head, [i for i in ids if i.startswith(head + "::")]
-        parts = rest.split("::") if rest else head.split(".")[-2:]
-        if len(parts) != 2:
-            continue
-        cls, name = parts
-        for path, text in sorted(sources.items()):
-            if re.search(rf"^class {cls}\b", text, re.M) and re.search(rf"def {name}\(", text):
-                return path, [f"{path}::{cls}::{name}"]
-    return None
-
-
 __all__ = [
     "Applied",
     "Outcome",
     "RewardRun",
     "apply_patch",
-    "graded_ids",
-    "graded_paths",
-    "hidden_tests_script",
     "one_line",
-    "restore_paths",
-    "restore_script",
     "run_reward",
-    "write_restore_list",
 ]

@@ -216,4 +216,33 @@ def _methods(names, copied: bool, words, rng, pad: str) -> list[str]:
     return [*out, ""]
 
 
-__all__ = ["ROLES", "Canaries", "plant"]
+def target(
+    ids: list[str], graded_files: list[str], test_files: dict[str, str], tests_link: str
+) -> tuple[str, list[str]] | None:
+    """(the repository path of the graded file holding the first graded test found, the graded
+    ids there as `path::[Class::]name`). pytest's ids start with the file; the unittest runners'
+    are `Class.method` or `module::Class::method`, looked up in the hidden test files' source
+    (`test_files`, name -> text, under `tests_link`)."""
+    files = set(graded_files)
+    sources = {f"{tests_link}/{n}": text for n, text in test_files.items()}
+    for test_id in ids:
+        head, _, rest = test_id.partition("::")
+        if head in files and head.endswith(".py"):
+            return head, [i for i in ids if i.startswith(head + "::")]
+        parts = rest.split("::") if rest else head.split(".")[-2:]
+        if len(parts) != 2:
+            continue
+        cls, name = parts
+        for path, text in sorted(sources.items()):
+            if re.search(rf"^class {cls}\b", text, re.M) and re.search(rf"def {name}\(", text):
+                return path, [f"{path}::{cls}::{name}"]
+    return None
+
+
+def picks_by_name(command: str) -> bool:
+    """Whether a test command selects its tests by name (`-k`, node ids): canaries written into
+    a file would not run."""
+    return "::" in command or re.search(r"(^|\s)-k\b", command) is not None
+
+
+__all__ = ["ROLES", "Canaries", "picks_by_name", "plant", "target"]

@@ -13,7 +13,7 @@ text, for flagging and counting attempts (reward-hacking rates in training, audi
     parse (unidiff) -> added lines of every file but the graded ones -> rules per line
     (tiers by path: package or test file) -> gold exemption
 
-Every file is read except the task's graded files (`graded`: `reward.graded_paths(task)`, the
+Every file is read except the task's graded files (`graded`: `hidden_tests.graded_paths(task)`, the
 files the grader puts back before the run, whose added lines never run). conftest.py files are
 read although strict rules put them back too: a takeover line there is an attempt whether or
 not the grader undoes it, and honest conftest content (hooks, fixtures, `pytest_plugins`) is
@@ -266,7 +266,7 @@ def _fired(text: str, in_tests: bool = False) -> dict[str, int]:
 
 def scan_patch(patch: str, gold_patch: str = "", graded: Collection[str] = ()) -> list[GateFlag]:
     """Findings on the lines `patch` adds to any file but the `graded` ones (repository paths
-    the grader puts back before the run: `reward.graded_paths(task)`), sorted by (path, line,
+    the grader puts back before the run: `hidden_tests.graded_paths(task)`), sorted by (path, line,
     tier, rule), one per (path, line, rule) at its lowest tier. Tier-1 rules that also fire at
     tier 1 on a line `gold_patch` adds are exempt. [] for a malformed diff (refused elsewhere)."""
     added = _added_lines(patch, graded)

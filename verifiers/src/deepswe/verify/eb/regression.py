@@ -12,7 +12,7 @@ so a test broken before the agent came cannot move the score. The hidden test pa
 applied: the regression verifier sees only tests the repository already has.
 
 A candidate cannot rewrite the tests it is scored by: before the command runs, every graded
-path (`deepswe.env.reward.graded_paths`) and every file holding a base-passing test (pytest ids
+path (`deepswe.env.hidden_tests.graded_paths`) and every file holding a base-passing test (pytest ids
 `path.py::name`) is put back from the start snapshot, as the reward run restores graded files.
 
 Outcomes:
@@ -37,7 +37,7 @@ from pathlib import Path
 from deepswe.data.task import HiddenTests, Task
 from deepswe.env.episode import INFRA_EXCEPTIONS
 from deepswe.env.grading import TestStatus, get_parser
-from deepswe.env.reward import graded_paths, hidden_tests_script, write_restore_list
+from deepswe.env.hidden_tests import graded_paths, hidden_tests_script, write_restore_list
 from deepswe.verify.eb.common import (
     WORKDIR,
     JsonCache,
