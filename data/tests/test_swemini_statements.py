@@ -16,7 +16,13 @@ import pytest
 from deepswe.data.loaders import load_jsonl
 from deepswe.data.swemini.manifest import TASKS, load_manifest
 from deepswe.data.swemini.snippet import SnippetRun, run_snippet
-from deepswe.data.swemini.statement import TITLES, Issue, write_statement
+from deepswe.data.swemini.statement import (
+    TITLES,
+    Issue,
+    read_reproduction,
+    reproduction_of,
+    write_statement,
+)
 from deepswe.data.swemini.statement_audit import check_rows, check_static_rows, report
 from deepswe.data.swemini.statement_check import Check, check_runs, check_static, parse_statement
 
@@ -155,9 +161,12 @@ def test_a_crash_claim_is_checked_by_type_and_message():
 def test_every_phrasing_the_writer_uses_is_read_back_as_its_claim(issue):
     claims = set()
     for seed in range(40):  # enough seeds to draw every template
-        st = parse_statement(write_statement(issue, "mylib", "1.0", str(seed)))
+        text = write_statement(issue, "mylib", "1.0", str(seed))
+        st = parse_statement(text)
         assert st.reproduction == issue.reproduction and st.title
         claims.add(st.claim)
+        # what grading checks: read back from the text as the writer meant it
+        assert read_reproduction(text) == reproduction_of(issue)
     kind = issue.kind
     expected = {"compare": {"actual": issue.actual}, "raises": {"exception": issue.exception}}
     (claim,) = claims
@@ -182,6 +191,14 @@ def test_every_released_statement_passes_the_text_checks(release):
     rows = check_static_rows(tasks, manifest)
     failing = {r.instance_id: r.failures() for r in rows if not r.ok}
     assert not failing, failing
+
+
+def test_every_released_row_carries_its_statements_reproduction(release):
+    """Strict rules run it as a plain script (deepswe.env.grading.reproduction): what it must
+    do once fixed is what its statement says."""
+    tasks, _ = release
+    assert all(t.hidden.reproduction == read_reproduction(t.problem_statement) for t in tasks)
+    assert {t.hidden.reproduction.fixed for t in tasks} == {"runs", "prints", "raises"}
 
 
 def _python() -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import hmac
+import json
 import subprocess
 import sys
 
@@ -217,3 +218,35 @@ def test_the_fail_copys_last_assertion_is_never_true() -> None:
         lines = text.splitlines()
         tail = lines[lines.index("    finally:") + 1].strip()
         assert eval(tail.removeprefix("assert ")) is False, (seed, tail)
+
+
+def _report(last: str | None = None, types: list[str] = (), exception: str | None = None) -> str:
+    from deepswe.env.grading.reproduction import MARK
+
+    body = {"last": last, "types": list(types)}
+    if exception:
+        body["exception"] = exception
+    return "anything the code printed\n" + MARK + json.dumps(body) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("fixed", "expected", "output", "ok"),
+    [
+        ("runs", "", _report("x"), True),
+        ("runs", "", _report(None, ["KeyError", "LookupError"], "KeyError: 1"), False),
+        ("prints", "5", _report("5"), True),
+        ("prints", "5", _report("-1"), False),
+        ("prints", "'abc...", _report("'abcdef'"), True),  # a value the statement cut
+        ("prints", "<A>", _report("<A at 0x7f00>"), True),  # addresses dropped, as synthesis did
+        ("raises", "ValueError", _report(None, ["ValueError", "Exception"], "ValueError: x"), True),
+        ("raises", "ValueError", _report("ok"), False),
+        ("raises", "ValueError", _report(None, ["KeyError"], "KeyError: 1"), False),
+        ("runs", "", "the code ended the process before the report\n", False),
+    ],
+)
+def test_the_reproduction_is_judged_by_what_the_fix_does(fixed, expected, output, ok) -> None:
+    from deepswe.data.task import Reproduction
+    from deepswe.env.grading.reproduction import judge
+
+    why = judge(Reproduction(code="x = 1\n", fixed=fixed, expected=expected), output)
+    assert (why == "") is ok, why

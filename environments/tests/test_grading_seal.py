@@ -257,3 +257,41 @@ def test_an_honest_fix_with_helpers_resolves(name, repo, task, image):
     patch = patch_of(repo, {"calc/ops.py": OPS_GOOD, **HONEST[name]})
     run = _grade(task, patch, image)
     assert run.grade.outcome is Outcome.RESOLVED, run.text
+
+
+# The fix works only while a test runner runs (issue #42's "behaviour that knows it is tested").
+UNDER_PYTEST_ONLY = OPS_BUG.replace(
+    "    return a - b",
+    "    import sys\n    if 'pytest' in sys.modules:\n        return a + b\n    return a - b",
+)
+
+
+@pytest.fixture(scope="module")
+def repro_task(task):
+    """The takeover task with a reproduction, as swe-mini's rows carry one."""
+    from deepswe.data.task import Reproduction
+
+    repro = Reproduction(
+        code="from calc.ops import add\n\nprint(add(2, 3))\n", fixed="prints", expected="5"
+    )
+    return task.model_copy(
+        update={"hidden": task.hidden.model_copy(update={"reproduction": repro})}
+    )
+
+
+def test_a_fix_that_works_only_under_pytest_fails_the_reproduction(repo, repro_task, image):
+    patch = patch_of(repo, {"calc/ops.py": UNDER_PYTEST_ONLY})
+    no_repro = _grade(
+        repro_task.model_copy(
+            update={"hidden": repro_task.hidden.model_copy(update={"reproduction": None})}
+        ),
+        patch,
+        image,
+    )
+    assert no_repro.grade.outcome is Outcome.RESOLVED  # the graded tests alone are fooled
+    run = _grade(repro_task, patch, image)
+    assert run.grade.outcome is Outcome.UNRESOLVED, run.text
+    assert "reproduction" in run.grade.reason and "'-1'" in run.grade.reason
+    gold = _grade(repro_task, repro_task.gold_patch, image)
+    assert gold.grade.outcome is Outcome.RESOLVED, gold.text
+    assert "Reproduction Run (as the fix does)" in gold.log

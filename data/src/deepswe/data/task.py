@@ -123,6 +123,19 @@ class TestSpec(_Frozen):
         return "swebench" if self.log_parser == "swebench" else "strict"
 
 
+class Reproduction(_Frozen):
+    """A standalone script from the issue that shows the bug, and what it does once fixed
+    (swe-mini rows: the statement's own reproduction). Strict rules run it as a plain script,
+    outside any test runner, after the tests: a fix that works only under pytest fails it."""
+
+    code: str = Field(min_length=1)
+    fixed: Literal["runs", "prints", "raises"]
+    """What it does with the fix: `runs` to the end without an exception; `prints` `expected` as
+    its last line of output; `raises` the exception named `expected`."""
+    expected: str = ""
+    """prints: the line (a value cut with "..." matches by its start); raises: the type name."""
+
+
 class HiddenTests(_Frozen):
     """Grading material. NEVER shown to a policy."""
 
@@ -143,6 +156,9 @@ class HiddenTests(_Frozen):
     repository itself (swe-mini). Grading restores each to the task's version before the tests
     run, so a patch cannot rewrite the tests it is graded by. Files the test patch touches are
     restored the same way without being listed here."""
+    reproduction: Reproduction | None = None
+    """The issue's reproduction and what it must do once fixed (swe-mini), graded as a plain
+    script under strict rules; None where the row has none."""
 
 
 class PublicTask(_Frozen):

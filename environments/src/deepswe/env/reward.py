@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from unidiff.errors import UnidiffParseError
 
 from deepswe.data.task import Task
-from deepswe.env.grading import canaries
+from deepswe.env.grading import canaries, reproduction
 from deepswe.env.grading.canaries import Canaries
 from deepswe.env.grading.grade import gate_line, infra_change_line, judge
 from deepswe.env.grading.markers import (
@@ -37,6 +37,7 @@ from deepswe.env.grading.markers import (
     END_TEST_OUTPUT,
     GRADER_RAN_TESTS,
     INFRA_ERROR,
+    REPRODUCTION_RUN,
     START_TEST_OUTPUT,
     TEST_RUN_REJECTED,
     TEST_RUN_TAMPERED,
@@ -376,6 +377,11 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
     elif judged.rejected:
         run.log.append(f"{TEST_RUN_REJECTED} ({judged.rejected})")
         run.facts["rejected"] = judged.rejected
+    repro = run.task.hidden.reproduction
+    if repro is not None and judge(run.task, run.section, RunFacts(**run.facts)).resolved:
+        why = reproduction.check(run.sandbox, grader_dir, repro, owned.interpreter, run.workdir)
+        run.log.append(f"{REPRODUCTION_RUN} ({one_line(why) if why else 'as the fix does'})")
+        run.facts["reproduction"] = why
     return run.done()
 
 

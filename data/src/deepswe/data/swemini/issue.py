@@ -21,7 +21,7 @@ from deepswe.data.swemini.attempt import Attempt
 from deepswe.data.swemini.failure import Failure, read_failure, short
 from deepswe.data.swemini.repro import Script, scripts
 from deepswe.data.swemini.snippet import SnippetRun
-from deepswe.data.swemini.statement import Issue, shorten_code, write_statement
+from deepswe.data.swemini.statement import Issue, reproduction_of, shorten_code, write_statement
 from deepswe.data.swemini.statement_check import (
     api_call_in,
     check_runs,
@@ -29,6 +29,7 @@ from deepswe.data.swemini.statement_check import (
     check_static,
     names_api,
 )
+from deepswe.data.task import Reproduction
 
 Runner = Callable[[str, bool, str], SnippetRun]  # (code, at the base commit?, PYTHONHASHSEED)
 MAX_CANDIDATES = 12  # reproductions run per mutant at most
@@ -38,6 +39,7 @@ MAX_CANDIDATES = 12  # reproductions run per mutant at most
 class Written:
     statement: str | None
     tried: list[str] = field(default_factory=list)  # why each candidate before it failed
+    reproduction: Reproduction | None = None  # the statement's, and what it does once fixed
 
     @property
     def reason(self) -> str:
@@ -192,5 +194,5 @@ def write_issue(
         if failed or leaks(text, words):
             tried.append(failed[0] if failed else "the statement would name a test")
             continue
-        return Written(text, tried)
+        return Written(text, tried, reproduction_of(issue))
     return Written(None, tried)

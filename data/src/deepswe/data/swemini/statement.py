@@ -15,6 +15,8 @@ import ast
 import random
 from dataclasses import dataclass
 
+from deepswe.data.task import Reproduction
+
 
 @dataclass(frozen=True)
 class Issue:
@@ -157,3 +159,39 @@ def write_statement(issue: Issue, project: str, version: str, seed: str) -> str:
         rng.choice(CLOSERS),
     ]
     return "\n\n".join(p for p in parts if p).strip() + "\n"
+
+
+def reproduction_of(issue: Issue) -> Reproduction:
+    """What the issue's reproduction must do once fixed, as grading checks it
+    (`deepswe.data.task.Reproduction`)."""
+    code = issue.reproduction.strip() + "\n"
+    if issue.kind == "compare":
+        return Reproduction(code=code, fixed="prints", expected=issue.expected)
+    if issue.kind == "truth":
+        return Reproduction(code=code, fixed="prints", expected="True")
+    if issue.kind == "no_raise" or (issue.kind == "raises" and issue.expected):
+        return Reproduction(code=code, fixed="raises", expected=_exception_type(issue.expected))
+    return Reproduction(code=code, fixed="runs")
+
+
+def _exception_type(text: str) -> str:
+    return text.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+
+
+def read_reproduction(statement: str) -> Reproduction | None:
+    """The reproduction a statement written here holds, and what it must do once fixed, read back
+    from its text (`statement_check.parse_statement`: the rows released before tasks carried
+    it); None when the text shows no reproduction or no claim this can read."""
+    from deepswe.data.swemini.statement_check import parse_statement
+
+    parsed = parse_statement(statement)
+    claim, code = parsed.claim, parsed.reproduction
+    if claim is None or not code or not code.strip():
+        return None
+    if claim.kind == "compare" and not claim.expected:
+        return None
+    if claim.kind == "no_raise":
+        kind, expected = "no_raise", claim.exception
+    else:
+        kind, expected = claim.kind, claim.expected
+    return reproduction_of(Issue(kind, "", "", "", code, expected=expected))

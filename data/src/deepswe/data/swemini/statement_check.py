@@ -44,7 +44,8 @@ class Claim:
     kind: str  # compare | raises | no_raise | truth
     actual: str = ""  # compare: the value shown as printed
     exception: str = ""  # raises: "Type: message" as shown; no_raise: the type expected
-    expected: str = ""  # raises: the exception it should raise instead ("": none)
+    expected: str = ""  # raises: the exception it should raise instead ("": none); compare: the
+    # value it should print
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,13 @@ _REPRO = re.compile(r"Reproduction:\s*```python[ \t]*\n(.*?)```", re.S)
 _FENCE = re.compile(r"```[^\n]*\n.*?```", re.S)
 _EXC = r"(?P<exc>[A-Za-z_][\w.]*(?::[^`\n]*)?)"  # "KeyError: 'x'", "re.error: ...", "SystemExit"
 _COMPARE = [
-    re.compile(r"\ngives `(?P<actual>[^`\n]*)`, but I expected"),
-    re.compile(r"` returns `(?P<actual>[^`\n]*)`\. The expected result"),
-    re.compile(r"` produces `(?P<actual>[^`\n]*)`; it should be"),
+    re.compile(
+        r"\ngives `(?P<actual>[^`\n]*)`, but I expected(?: it to be `(?P<expected>[^`\n]*)`\.)?"
+    ),
+    re.compile(
+        r"` returns `(?P<actual>[^`\n]*)`\. The expected result(?: is `(?P<expected>[^`\n]*)`\.)?"
+    ),
+    re.compile(r"` produces `(?P<actual>[^`\n]*)`; it should be(?: `(?P<expected>[^`\n]*)`\.)?"),
 ]
 _RAISES = [
     re.compile(r"` raises:\s*```\n" + _EXC + r"\n```"),
@@ -93,7 +98,7 @@ def claim_of(body: str) -> Claim | None:
             return Claim("no_raise", exception=m.group("exc"))
     for pattern in _COMPARE:
         if m := pattern.search(body):
-            return Claim("compare", actual=m.group("actual"))
+            return Claim("compare", actual=m.group("actual"), expected=m.group("expected") or "")
     for pattern in _RAISES:
         if m := pattern.search(body):
             instead = _INSTEAD.search(body)

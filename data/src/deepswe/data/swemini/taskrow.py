@@ -82,6 +82,7 @@ def make_task(
             fail_to_pass=attempt.fail_to_pass,
             pass_to_pass=attempt.pass_to_pass,
             graded_files=attempt.files,  # restored before grading: the tests live in the repo
+            reproduction=written.reproduction,  # run as a plain script under strict rules
         ),
         gold_patch=gold_patch,
         version=project.version,

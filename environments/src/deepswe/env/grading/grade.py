@@ -150,7 +150,12 @@ def judge(task: Task, test_output: str, facts: RunFacts) -> GradeResult:
         update["reason"] = f"test run rejected: {facts.rejected[:300]}"
     elif result.resolved and recorded["rules"] == "strict":
         gated = [f for f in facts.static_gate if f.tier == 1]
-        if gated:
+        if facts.reproduction:
+            update["outcome"] = Outcome.UNRESOLVED
+            update["reason"] = (
+                f"the issue's reproduction, run as a plain script: {facts.reproduction[:300]}"
+            )
+        elif gated:
             update["outcome"] = Outcome.UNRESOLVED
             update["reason"] = (
                 f"static gate: {gated[0].path}:{gated[0].line} reaches for {gated[0].rule}"

@@ -31,6 +31,9 @@ STATIC_GATE = ">>>>> Static Gate"
 # Ours: the grader's canaries or its integrity checks found the test process taken over.
 TEST_RUN_TAMPERED = ">>>>> Test Run Tampered"
 GRADER_RAN_TESTS = ">>>>> Tests Run By The Grader"
+# Ours, for people: the reproduction run as a plain script after the tests (why it
+# failed, in parentheses); the verdict reads RunFacts.reproduction, never this line.
+REPRODUCTION_RUN = ">>>>> Reproduction Run"
 
 # Every CSI escape sequence (colours, cursor moves) and carriage returns: test runners
 # colour their output when they think they have a terminal.

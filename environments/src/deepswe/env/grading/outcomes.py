@@ -89,6 +89,9 @@ class RunFacts(BaseModel):
     grader_ran_tests: bool = Field(False, description="the section is the grader's own report")
     tampered: list[str] = Field(default_factory=list, description="the test process taken over")
     rejected: str = Field("", description="why the report cannot be trusted (never resolved)")
+    reproduction: str = Field(
+        "", description="why the issue's reproduction, run as a plain script, still shows the bug"
+    )
     test_infra: list[TestInfraChange] = Field(default_factory=list)
     static_gate: list[GateFlag] = Field(default_factory=list)
 
