@@ -740,3 +740,40 @@ def test_a_row_that_turns_on_xdist_runs_in_the_graders_one_process(
         run = launch(repo, python=python)
         assert run.statuses == {GRADED[0]: want, GRADED[1]: "PASSED"}, run.output[-3000:]
         assert_clean(run)
+
+
+# Found on swe-mini's gold patches (cachetools, mistune, boltons): honest test suites whose graded
+# tests run code from elsewhere in the repository's tests, or that set a function's defaults.
+SUITES = {
+    "tests inherited from a mixin": {
+        "tests/__init__.py": "class AddMixin:\n    def test_mixed(self):\n"
+        "        from calc.ops import add\n        assert add(1, 1) == 2\n",
+        "tests/test_ops.py": TESTS + "\n\nfrom tests import AddMixin\n\n\n"
+        "class TestAdd(AddMixin):\n    pass\n",
+    },
+    "tests made by a generator": {
+        "tests/__init__.py": "def attach(cls, n):\n    def method(self):\n"
+        "        from calc.ops import add\n        assert add(n, 0) == n\n"
+        "    method.__name__ = 'test_%d' % n\n    setattr(cls, method.__name__, method)\n",
+        "tests/test_ops.py": TESTS + "\n\nfrom tests import attach\n\n\n"
+        "class TestMade:\n    pass\n\n\nfor _n in (1, 2):\n    attach(TestMade, _n)\n",
+    },
+    "a test that sets a function's keyword defaults through the package": {
+        "calc/funcs.py": "import types\n\n\ndef copy(f):\n"
+        "    g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__)\n"
+        "    g.__kwdefaults__ = dict(f.__kwdefaults__ or {})\n    return g\n",
+        "tests/test_ops.py": TESTS + "\n\nfrom calc.funcs import copy\n\n\n"
+        "def test_copy_keeps_kwdefaults():\n    f = lambda *, x=1: x\n    assert copy(f)() == 1\n",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_honest_suites_are_not_tampered(tmp_path: Path, name: str) -> None:
+    repo = make_repo(tmp_path / "repo", fixed=True)
+    (repo / "tests" / "__init__.py").write_text("")
+    for rel, text in SUITES[name].items():
+        (repo / rel).write_text(text)
+    run = launch(repo, touched=[])
+    assert_clean(run)
+    assert set(run.statuses.values()) == {"PASSED"} and len(run.statuses) >= 3, run.statuses

@@ -245,6 +245,17 @@ def _rewriter(rewrite_test, config):
     return rewrite
 
 
+def _test_file(path, cwd):
+    """Whether `path` is a repository test file (a tests/test/testing folder, test_*.py,
+    *_test.py, conftest.py): where a graded test's mixin or generator may live."""
+    rel = os.path.relpath(path, cwd).split(os.sep)
+    name = rel[-1]
+    in_tests = any(p in ("tests", "test", "testing", "r2e_tests") for p in rel[:-1])
+    return (
+        in_tests or name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py")
+    )
+
+
 def _test_function(item):
     obj = getattr(item, "obj", None)
     obj = getattr(obj, "__func__", obj)
@@ -285,27 +296,35 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         return why
 
     def graded_code(item):
-        """Why a test collected from a protected file does not run that file's code, or None."""
+        """Why a test collected from a protected file does not run code its file holds, or None:
+        the graded file's own (as written or as pytest rewrites it), or a repository test file's
+        that the patch did not change (a mixin it inherits, a generator that made it), reached
+        through an installed decorator's `__wrapped__` where one wraps it."""
         fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
-        if fspath is None or not trust.is_protected(os.path.realpath(str(fspath))):
-            return None
-        fn = _test_function(item)
+        path = os.path.realpath(str(fspath)) if fspath is not None else ""
+        fn = _test_function(item) if trust.is_protected(path) else None
         if fn is None:
             return None
         if genuine.get(item.nodeid, fn) is not fn:
             return "the graded test %s was replaced" % item.nodeid
         genuine[item.nodeid] = fn
-        codes = trust.codes_of(os.path.realpath(str(fspath)))
-        seen = 0
-        while fn.__code__ not in codes and seen < 8:  # a decorator's wrapper: installed code
-            if trust.repository_code(fn.__code__):
+        for _ in range(8):
+            code = fn.__code__
+            where = os.path.realpath(code.co_filename)
+            if where == path:
+                if code in trust.codes_of(path):
+                    return None
                 break
-            fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+            if trust.in_repository(where):
+                if _test_file(where, cwd) and verdict(fn) is None:
+                    return None
+                break
+            if verdict(fn) is not None:  # installed code that is not its file's
+                break
+            fn = getattr(fn, "__wrapped__", None)
             if not isinstance(fn, types.FunctionType):
                 break
-        if fn is None or not isinstance(fn, types.FunctionType) or fn.__code__ not in codes:
-            return "the graded test %s does not run its file's code" % item.nodeid
-        return None
+        return "the graded test %s does not run its file's code" % item.nodeid
 
     def check(final, full=False):
         """At each report: the watched callables, the hooks a test runs and reports through,

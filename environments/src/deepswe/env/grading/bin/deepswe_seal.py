@@ -32,8 +32,8 @@ no fix or test does, where the code asking is the repository's (`Trust.repositor
   (`sys._current_frames`): the only ways to the hook's closure;
 - adding an audit hook; ctypes' audited memory reads (`string_at`, `wstring_at`, `from_address`)
   and symbol look-ups;
-- replacing the code, defaults or keyword defaults of a function of the runner's (pytest, pluggy,
-  unittest), of the grader's, or of a protected file (the graded tests, every conftest.py);
+- replacing the code of a function of the runner's (pytest, pluggy, unittest), of the grader's,
+  or of a protected file (the graded tests, every conftest.py);
 - opening the grader's folder, any `/proc/<pid>/mem`, or bytecode of a protected file that root
   did not write (pytest's assertion-rewrite cache: the tester cannot write the protected folders'
   `__pycache__`, root made them; a cache elsewhere, through `sys.pycache_prefix`, is this).
@@ -281,9 +281,8 @@ def _seal(trust, tampered):
 
     def setattr_(args):
         obj, name = args[0], args[1]
-        if name in ("__code__", "__defaults__", "__kwdefaults__") and isinstance(
-            obj, types.FunctionType
-        ):
+        # __code__ only: tests copy functions and set their defaults (boltons' funcutils)
+        if name == "__code__" and isinstance(obj, types.FunctionType):
             path = obj.__code__.co_filename
             if trust.runner_file(path):
                 refuse("%s of %s (%s) replaced" % (name, obj.__qualname__, path))

@@ -70,19 +70,26 @@ def _tests(suite):
 
 
 def _graded_code(trust, test):
-    """Why a test method from a protected file does not run that file's code, or None."""
+    """Why a test method from a protected file does not run code its file holds (or, for a
+    method it inherits or a generator made, a repository test file's own code), or None."""
     method = getattr(test, "_testMethodName", None)
-    fn = getattr(getattr(type(test), method, None), "__func__", None) if method else None
-    fn = fn or (getattr(type(test), method, None) if method else None)
+    fn = getattr(type(test), method, None) if method else None
+    fn = getattr(fn, "__func__", fn)
     if not isinstance(fn, types.FunctionType):
         return None
     module = sys.modules.get(type(test).__module__)
     path = os.path.realpath(getattr(module, "__file__", None) or "")
     if not trust.is_protected(path):
         return None
-    if fn.__code__ not in trust.codes_of(path):
-        return "the graded test %s does not run its file's code" % test_id(test)
-    return None
+    code = fn.__code__
+    where = os.path.realpath(code.co_filename)
+    if where == path and code in trust.codes_of(path):
+        return None
+    parts = os.path.relpath(where, trust.workdir).split(os.sep)
+    in_tests = any(p in ("tests", "test", "testing", "r2e_tests") for p in parts[:-1])
+    if where != path and trust.in_repository(where) and in_tests and trust.from_its_file(code):
+        return None
+    return "the graded test %s does not run its file's code" % test_id(test)
 
 
 def _install(post, tampered, trust):
