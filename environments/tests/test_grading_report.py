@@ -250,3 +250,43 @@ def test_the_reproduction_is_judged_by_what_the_fix_does(fixed, expected, output
 
     why = judge(Reproduction(code="x = 1\n", fixed=fixed, expected=expected), output)
     assert (why == "") is ok, why
+
+
+REGRESSIONS = {
+    # cachetools: the graded test is the last method of its class, and the module-level
+    # canaries went in at the same line, above the copy, which became a nested function
+    "a copy at the end of its class": (
+        "import unittest\n\n\nclass TTLCacheTest(unittest.TestCase):\n"
+        "    def test_ttl(self):\n        self.assertEqual(1, 1)\n\n"
+        "    def test_ttl_iter_modify(self):\n        self.assertEqual(2, 2)\n",
+        "t.py::TTLCacheTest::test_ttl_iter_modify",
+    ),
+    # toolz: the graded test's body starts with a decorated function
+    "a body that starts with a decorator": (
+        "def curry(f):\n    return f\n\n\ndef test_curry_call():\n    @curry\n"
+        "    def add(x, y):\n        return x + y\n    assert add(1, 2) == 3\n",
+        "t.py::test_curry_call",
+    ),
+    # toolz: the word `a` made the pass canary's variable `as`, a keyword
+    "words that make keywords": ("def test_a():\n    assert 1\n", "t.py::test_a"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_every_canary_is_planted_where_its_runner_collects_it(name) -> None:
+    source, graded = REGRESSIONS[name]
+    for seed in range(60):
+        made = plant(source, "t.py", [graded], "pytest", str(seed))
+        assert made is not None, seed
+        tree = ast.parse(made[0])
+        top = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        methods = {
+            m.name
+            for n in tree.body
+            if isinstance(n, ast.ClassDef)
+            for m in n.body
+            if isinstance(m, ast.FunctionDef)
+        }
+        fail, owner = made[1].names["fail"], made[1].owners["fail"]
+        assert fail in (methods if owner else top), (seed, made[0])
+        assert {made[1].names["pass"], made[1].names["error"]} <= top

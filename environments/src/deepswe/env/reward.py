@@ -328,6 +328,8 @@ def _plant_canaries(run: _Run, runner: str) -> Canaries | None:
         run.people.append(("canaries", f"none: {path} does not parse"))
         return None
     run.sandbox.write_file(f"{run.workdir}/{path}", planted[0])
+    names = ", ".join(f"{role} {name}" for role, name in planted[1].names.items())
+    run.people.append(("canaries", f"in {path}: {names} (the fail one a copy of {ids[0]})"))
     return planted[1]
 
 

@@ -24,6 +24,7 @@ and none is asked for (`Canaries` is None).
 from __future__ import annotations
 
 import ast
+import keyword
 import random
 import re
 from dataclasses import dataclass, field
@@ -98,7 +99,10 @@ def _copy(lines: list[str], node: ast.AST, name: str, tail: str) -> list[str]:
     """The source of `node` (decorators included) renamed `name`, its body run inside
     `try: ... finally: <tail>` so it fails whatever the body does."""
     first = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
-    body_start = node.body[0].lineno - 1
+    head_stmt = node.body[0]  # a decorated def's body starts at its first decorator
+    body_start = (
+        min([d.lineno for d in getattr(head_stmt, "decorator_list", [])] + [head_stmt.lineno]) - 1
+    )
     # A docstring or a one-line def (`def test(): assert x`): the body starts on the def line.
     if body_start < node.lineno:
         return []
@@ -160,14 +164,35 @@ def plant(
             )
     else:
         inserts.append((_spot(tree, rng, len(lines)), _functions(names, copied, taken, words, rng)))
-    for at, block in sorted(inserts, key=lambda x: x[0], reverse=True):
+    # From the bottom up. At one line the copy is inserted last, so it comes out first: a method
+    # copied to the end of a class must stay in the class, above any module-level canary.
+    copy = inserts[0][1] if copied else None
+    for at, block in sorted(inserts, key=lambda x: (x[0], x[1] is not copy), reverse=True):
         lines[at:at] = block
     planted = "\n".join(lines) + "\n"
+    made = Canaries(path=path, names=names, owners=owners)
+    return (planted, made) if _placed(planted, made) else None
+
+
+def _placed(text: str, made: Canaries) -> bool:
+    """Whether every canary is where a runner collects it: a module-level function, or a
+    method of its class."""
     try:
-        ast.parse(planted)
+        tree = ast.parse(text)
     except SyntaxError:
-        return None
-    return planted, Canaries(path=path, names=names, owners=owners)
+        return False
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    top = {n.name for n in tree.body if isinstance(n, defs)}
+    classes = {
+        n.name: {m.name for m in n.body if isinstance(m, defs)}
+        for n in tree.body
+        if isinstance(n, ast.ClassDef)
+    }
+    for role, name in made.names.items():
+        owner = made.owners.get(role, "")
+        if name not in (classes.get(owner, set()) if owner else top):
+            return False
+    return True
 
 
 def _spot(tree: ast.Module, rng: random.Random, end: int) -> int:
@@ -184,7 +209,7 @@ def _spot(tree: ast.Module, rng: random.Random, end: int) -> int:
 def _functions(names, copied, taken, words, rng) -> list[str]:
     """Module-level pass and error canaries (pytest), and a fail one when no test was copied."""
     var = rng.choice(words) + "s"
-    while var in taken or not var.isidentifier():
+    while var in taken or not var.isidentifier() or keyword.iskeyword(var):  # `a` + s: `as`
         var += "_"
     missing = rng.choice(words) + "_" + rng.choice(words) + "_data"
     while missing in taken:
