@@ -290,3 +290,16 @@ def test_every_canary_is_planted_where_its_runner_collects_it(name) -> None:
         fail, owner = made[1].names["fail"], made[1].owners["fail"]
         assert fail in (methods if owner else top), (seed, made[0])
         assert {made[1].names["pass"], made[1].names["error"]} <= top
+
+
+def test_no_canary_takes_the_name_of_a_graded_test_the_file_only_inherits() -> None:
+    """cachetools: TTLCacheTest inherits test_deepcopy from a mixin in tests/__init__.py; a
+    canary named so overrode the graded test, which then went missing."""
+    source = (
+        "from . import Mixin\n\n\ndef deepcopy_of(x):\n    return x\n\n\n"
+        "class TTLCacheTest(Mixin):\n    def test_copy(self):\n        pass\n"
+    )
+    graded = ["t.py::TTLCacheTest::test_copy", "t.py::TTLCacheTest::test_deepcopy"]
+    for seed in range(200):
+        _, made = plant(source, "t.py", graded, "pytest", str(seed))
+        assert "test_deepcopy" not in made.names.values(), seed
