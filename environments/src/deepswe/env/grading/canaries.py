@@ -27,9 +27,18 @@ import ast
 import keyword
 import random
 import re
+import threading
 from dataclasses import dataclass, field
 
 ROLES = ("pass", "fail", "error")
+# CPython 3.11's parser is not safe in two threads at once ("AST constructor recursion depth
+# mismatch"): the evaluation runner grades episodes in a thread pool.
+_PARSING = threading.Lock()
+
+
+def _parse(text: str) -> ast.Module:
+    with _PARSING:
+        return ast.parse(text)
 _PARAMS = re.compile(r"\[.*\]$")
 
 
@@ -122,7 +131,7 @@ def plant(
     when the file does not parse. `graded`: graded test ids of this file, the first found copied;
     `runner`: "pytest" or "unittest" (a runner script: canaries are TestCase methods)."""
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except (SyntaxError, ValueError):
         return None
     rng = random.Random(seed)
@@ -181,7 +190,7 @@ def _placed(text: str, made: Canaries) -> bool:
     """Whether every canary is where a runner collects it: a module-level function, or a
     method of its class."""
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except SyntaxError:
         return False
     defs = (ast.FunctionDef, ast.AsyncFunctionDef)
