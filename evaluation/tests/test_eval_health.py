@@ -309,3 +309,26 @@ def test_the_report_gives_pass_at_1_on_the_healthy_subset_beside_all(tmp_path):
     assert set(metrics["healthy"]["outside"]) == {"flaky", "net", "free"}
     report = (tmp_path / "run" / "report.md").read_text()
     assert "Pass@1, healthy tasks" in report and "| net | needs the network:" in report
+
+
+@pytest.mark.parametrize(
+    ("line", "sign"),
+    [
+        # aiohttp_1c1c0ea3's gold log: a local server of the test that is down is not the network
+        (
+            "ClientConnectorError: Cannot connect to host localhost:34567 ssl:default "
+            "[Connect call failed ('127.0.0.1', 34567)]",
+            False,
+        ),
+        ("Cannot connect to host 127.0.0.1:8080 ssl:default [Connection refused]", False),
+        ("Cannot connect to host [::1]:8080 ssl:default", False),
+        (
+            "HTTPConnectionPool(host='localhost', port=5000): Max retries exceeded with url: /",
+            False,
+        ),
+        ("Cannot connect to host example.com:443 ssl:default [Name or service not known]", True),
+        ("HTTPSConnectionPool(host='pypi.org', port=443): Max retries exceeded with url: /", True),
+    ],
+)
+def test_the_sandboxs_own_loopback_is_not_the_network(line: str, sign: bool) -> None:
+    assert bool(network_sign(line)) is sign

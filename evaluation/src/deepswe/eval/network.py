@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+_LOOPBACK = r"localhost\b|127\.|\[?::1\]?[:']|0\.0\.0\.0"
 _SIGNS = re.compile(
     "|".join(
         [
@@ -29,8 +30,10 @@ _SIGNS = re.compile(
             r"getaddrinfo failed",
             r"Could not resolve host",  # curl, git
             r"Failed to resolve '",  # urllib3 2.x NameResolutionError
-            r"Cannot connect to host \S+ ssl:",  # aiohttp ClientConnectorError
-            r"Max retries exceeded with url",  # requests
+            # aiohttp ClientConnectorError and requests, to a host that is not this sandbox's own
+            # loopback (a local server that is down is a local failure: aiohttp_1c1c0ea3)
+            rf"Cannot connect to host (?!{_LOOPBACK})\S+ ssl:",
+            rf"host='(?!{_LOOPBACK})[^']*', port=\d+\): Max retries exceeded with url",
             r"Network is unreachable",  # no interface (sandbox.offline: unreachable)
         ]
     )
