@@ -35,6 +35,49 @@ class AttackInfo(BaseModel):
     why: str
 
 
+class Survivor(BaseModel):
+    """A mutant that earned reward 1 on the graded tests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operator: str
+    change: str = Field(description="where and what the mutant changed, one line")
+    patch: str
+    killed_by: str | None = Field(
+        None, description="a wider test that passes with gold and fails with it (proven wrong)"
+    )
+    wider: str | None = Field(None, description="the wider run's outcome for it")
+
+
+class TaskStrength(BaseModel):
+    """One task's test strength: mutants made, killed, proven wrong, undecided."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mutants: int
+    killed: int = Field(description="mutants the graded tests did not resolve")
+    proven_wrong: list[Survivor] = Field(default_factory=list)
+    undecided: list[Survivor] = Field(
+        default_factory=list, description="survivors no wider test kills: possibly equivalent"
+    )
+    wider: list[str] = Field(default_factory=list, description="what the wider run took")
+    seconds: float = 0.0
+
+    @property
+    def weak(self) -> bool:
+        return bool(self.proven_wrong)
+
+    def reason(self) -> str:
+        """One line: why the task is weak, with one example; "" when it is not."""
+        if not self.proven_wrong:
+            return ""
+        one = self.proven_wrong[0]
+        return (
+            f"weak tests: {len(self.proven_wrong)} of {self.mutants} wrong fix(es) earn reward 1, "
+            f"e.g. {one.operator} ({one.change}), failed only by {one.killed_by}"
+        )
+
+
 class TaskAudit(BaseModel):
     """One task's row: every outcome is an `Outcome` value, or `unsupported_env` / None."""
 
@@ -62,6 +105,11 @@ class TaskAudit(BaseModel):
     )
     healthy: bool
     reasons: list[str] = Field(default_factory=list)
+    strength: TaskStrength | None = Field(
+        None,
+        description="test strength (deepswe-eval health --mutants K): mutants of gold graded, "
+        "survivors proven wrong by wider tests; None: not measured",
+    )
 
 
 class AuditSummary(BaseModel):
@@ -75,6 +123,10 @@ class AuditSummary(BaseModel):
         description="folder (gold, empty, attack-<name>) -> instance ids still infra_error"
     )
     outcomes: dict[str, dict[str, int]] = Field(description="attack -> outcome -> tasks")
+    weak: dict[str, str] = Field(
+        default_factory=dict,
+        description="instance id -> why its tests are weak (a proven-wrong fix earns reward 1)",
+    )
     gate_decided: dict[str, int] = Field(
         default_factory=dict,
         description="attack -> tasks whose verdict the static gate's tier 1 decided (the tests "
@@ -104,4 +156,13 @@ class AuditManifest(BaseModel):
         return not s.holes and not s.unhealthy and not s.undecided
 
 
-__all__ = ["HEALTH_HOW", "HOW", "AttackInfo", "AuditManifest", "AuditSummary", "TaskAudit"]
+__all__ = [
+    "HEALTH_HOW",
+    "HOW",
+    "AttackInfo",
+    "AuditManifest",
+    "AuditSummary",
+    "Survivor",
+    "TaskAudit",
+    "TaskStrength",
+]

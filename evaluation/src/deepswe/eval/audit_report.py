@@ -21,20 +21,40 @@ def health_markdown(m: AuditManifest) -> str:
         f"harness {m.harness_version}; tasks sha256 {(m.dataset_sha256 or '?')[:16]}; "
         f"{s.tasks} tasks, {s.healthy} healthy; gold and empty run {m.rounds} time(s).",
         "",
-        "| task | gold runs | empty | healthy | reason | image MB | build s |",
-        "|---|---|---|---|---|---|---|",
+        "| task | gold runs | empty | healthy | tests | reason | image MB | build s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for i, r in sorted(m.tasks.items(), key=lambda kv: (kv[1].healthy, kv[0])):
         runs = ", ".join(map(str, r.gold_runs)) or str(r.gold)
-        why = "; ".join(r.reasons).replace("|", "\\|")
+        why = "; ".join(
+            r.reasons + ([r.strength.reason()] if r.strength and r.strength.weak else [])
+        )
+        why = why.replace("|", "\\|")
         size = "-" if r.image_mb is None else f"{r.image_mb:.0f}"
         took = "-" if r.build_s is None else f"{r.build_s:.0f}"
         ok = "yes" if r.healthy else "NO"
-        lines.append(f"| {i} | {runs} | {r.empty} | {ok} | {why} | {size} | {took} |")
+        tests = _strength_cell(r.strength)
+        lines.append(f"| {i} | {runs} | {r.empty} | {ok} | {tests} | {why} | {size} | {took} |")
+    if s.weak:
+        lines += [
+            "",
+            f"Weak tests: {len(s.weak)} of {s.healthy} healthy task(s) (proven wrong fixes earn reward 1).",
+        ]
     if s.undecided:
         lines += ["", "Still infra_error (run the same command again to retry):"]
         lines += [f"- {f}: {', '.join(ids)}" for f, ids in s.undecided.items()]
     return "\n".join(lines + ["", m.how, ""])
+
+
+def _strength_cell(strength) -> str:
+    """`weak`, `strong` or `-` (not measured), with the mutants' counts."""
+    if strength is None:
+        return "-"
+    word = "WEAK" if strength.weak else "strong"
+    return (
+        f"{word}: {strength.mutants} mutants, {strength.killed} killed, "
+        f"{len(strength.proven_wrong)} proven wrong, {len(strength.undecided)} undecided"
+    )
 
 
 def markdown(m: AuditManifest) -> str:

@@ -136,11 +136,19 @@ def health(
     limit: int = LIMIT,
     ids: list[str] = IDS,
     repo_mirror: Path = REPO_MIRROR,
+    mutants: int = typer.Option(
+        0, min=0, help="test strength: up to this many mutants of gold per healthy task (0: off)"
+    ),
+    mutant_seed: int = typer.Option(0, help="the seed the mutants are drawn with"),
+    harden: Path = typer.Option(
+        None, help="write the task file with weak tasks' killing tests graded (our task sets only)"
+    ),
 ) -> None:
     """Each task's health: gold run N times (flaky when the runs disagree), the empty patch, a
-    need for the network read from gold's log. Writes OUT/health.json, which training reads to
-    leave unhealthy tasks out (data.health), and OUT/health.md. Exit 0 once every run is
-    decided (3 while infra errors remain: run again)."""
+    need for the network read from gold's log; with --mutants K its tests' strength (wrong fixes
+    made from gold that earn reward 1, proven wrong by wider tests: deepswe.eval.strength).
+    Writes OUT/health.json, which training reads to leave unhealthy tasks out (data.health), and
+    OUT/health.md. Exit 0 once every run is decided (3 while infra errors remain: run again)."""
     cfg = read_config(
         config,
         overrides,
@@ -150,8 +158,41 @@ def health(
         },
     )
     result = _manifest(cfg, out, ids, limit, [])
+    if mutants:
+        result = _strength(cfg, out, ids, limit, result, mutants, mutant_seed, harden)
     s = result.summary
     typer.echo(f"health: {s.healthy} of {s.tasks} task(s) healthy; manifest {out}/health.json")
     if s.undecided:
         left = [f"{f}: {', '.join(i)}" for f, i in s.undecided.items()]
         fail("still infra_error (run the same command again):\n  " + "\n  ".join(left), 3)
+
+
+def _strength(cfg, out: Path, ids, limit, manifest, k: int, seed: int, harden: Path | None):
+    """Test strength added to the health manifest; the hardened task file written if asked."""
+    from deepswe.data.task import TaskSource
+    from deepswe.data.toy import write_tasks
+    from deepswe.eval.strength import add_strength
+    from deepswe.eval.strength import harden as hardened
+
+    tasks, _ = tasks_to_check(cfg, ids, limit)
+    manifest = add_strength(manifest, tasks, out, cfg, k, seed, log=typer.echo)
+    weak = manifest.summary.weak
+    typer.echo(f"strength: {len(weak)} weak task(s) of {manifest.summary.healthy} healthy")
+    if harden is not None:
+        theirs = [
+            t.instance_id
+            for t in tasks
+            if t.source in (TaskSource.SWE_BENCH_VERIFIED, TaskSource.R2E_GYM)
+        ]
+        if theirs:
+            fail(
+                f"--harden: {len(theirs)} task(s) are SWE-bench or R2E-Gym rows, never changed "
+                f"in place (e.g. {theirs[0]}); harden a task set of ours"
+            )
+        rows = manifest.tasks
+        made = [
+            hardened(t, rows[t.instance_id].strength) if t.instance_id in weak else t for t in tasks
+        ]
+        write_tasks(made, harden)
+        typer.echo(f"harden: {len(weak)} task(s) hardened, {len(made)} written to {harden}")
+    return manifest

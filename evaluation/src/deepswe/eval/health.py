@@ -8,7 +8,9 @@ audit's audit.json is read the same way.
 
 Training leaves unhealthy tasks out by default (`data.health`, deepswe.train.sources.spine);
 an evaluation keeps every task and reports the healthy subset beside the whole
-(`deepswe-eval report --health`).
+(`deepswe-eval report --health`). With `--mutants K` the manifest also says which tasks' tests
+are weak (`weak`, deepswe.eval.strength): training keeps them by default and says how many
+(`data.weak_tasks: leave_out` leaves them out), the report adds Pass@1 on the strong ones.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ def unhealthy(manifest: AuditManifest) -> dict[str, str]:
     }
 
 
+def weak(manifest: AuditManifest) -> dict[str, str]:
+    """Instance id -> why, for every task whose tests the manifest measured weak (a wrong fix
+    made from gold earns reward 1 there and a wider test proves it wrong: --mutants K)."""
+    return {
+        i: r.strength.reason()
+        for i, r in sorted(manifest.tasks.items())
+        if r.strength is not None and r.strength.weak
+    }
+
+
 def quarantine(tasks: list[Task], manifest: AuditManifest) -> tuple[list[Task], dict[str, str]]:
     """(the tasks the manifest does not call unhealthy, {left-out id: reason}). Tasks the
     manifest never measured are kept."""
@@ -68,4 +80,4 @@ def summary_lines(left_out: dict[str, str], total: int, source: str) -> list[str
     return lines
 
 
-__all__ = ["HealthError", "load_manifest", "quarantine", "summary_lines", "unhealthy"]
+__all__ = ["HealthError", "load_manifest", "quarantine", "summary_lines", "unhealthy", "weak"]

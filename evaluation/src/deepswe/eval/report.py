@@ -82,12 +82,13 @@ def _healthy_subset(root: Path, records: list, card: RunCard) -> dict | None:
     path = root / HEALTH_FILE
     if not path.is_file():
         return None
-    from deepswe.eval.health import load_manifest, unhealthy
+    from deepswe.eval.health import load_manifest, unhealthy, weak
 
-    bad = {i: why for i, why in unhealthy(load_manifest(path)).items() if i in card.instance_ids}
+    manifest = load_manifest(path)
+    bad = {i: why for i, why in unhealthy(manifest).items() if i in card.instance_ids}
     ids = [i for i in card.instance_ids if i not in bad]
     sub = compute_metrics([r for r in records if r.instance_id not in bad], ids, card.runs)
-    return {
+    out = {
         "tasks": len(ids),
         "pass@1_mean": sub["pass@1_mean"],
         "pass@1_std": sub["pass@1_std"],
@@ -95,6 +96,21 @@ def _healthy_subset(root: Path, records: list, card: RunCard) -> dict | None:
         "how": f"Pass@1 as above over the {len(ids)} task(s) {HEALTH_FILE} does not call "
         "unhealthy (gold fails or flakes, empty passes, the tests need the network)",
     }
+    measured = [i for i in ids if getattr(manifest.tasks.get(i), "strength", None) is not None]
+    if measured:
+        feeble = {i: why for i, why in weak(manifest).items() if i in ids}
+        strong = [i for i in measured if i not in feeble]
+        pick = [r for r in records if r.instance_id in strong]
+        st = compute_metrics(pick, strong, card.runs)
+        out["strong"] = {
+            "tasks": len(strong),
+            "pass@1_mean": st["pass@1_mean"],
+            "pass@1_std": st["pass@1_std"],
+            "weak": feeble,
+            "how": f"Pass@1 over the {len(strong)} healthy task(s) whose tests the manifest "
+            "measured strong: no wrong fix made from gold earned reward 1 and was proven wrong",
+        }
+    return out
 
 
 def summary_table(m: dict) -> str:
@@ -129,6 +145,15 @@ def summary_table(m: dict) -> str:
                 h["how"],
             )
         )
+        if h.get("strong"):
+            st = h["strong"]
+            rows.append(
+                (
+                    "Pass@1, strong tasks",
+                    f"{_pct(st['pass@1_mean'])} ± {_pct(st['pass@1_std'])} ({st['tasks']} tasks)",
+                    st["how"],
+                )
+            )
     rows += [(f"outcome: {k}", str(v), "stored episodes") for k, v in m["counts"].items()]
     for k, v in m["pass@k"].items():
         rows.append((f"pass@{k}", _pct(v), "unbiased estimator, n = runs"))

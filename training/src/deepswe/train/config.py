@@ -80,6 +80,12 @@ class DataConfig(_Section):
     include_unhealthy: bool = Field(
         False, description="keep the tasks the manifest calls unhealthy"
     )
+    weak_tasks: Literal["keep", "leave_out"] = Field(
+        "keep",
+        description="tasks whose tests the manifest measured weak (a wrong fix made from gold earns "
+        "reward 1: deepswe-eval health --mutants K): kept and counted (the 42.2% recipe trained on "
+        "R2E-Gym as published), or left out",
+    )
     text: TextEnvConfig = Field(default_factory=TextEnvConfig)
 
 

@@ -70,7 +70,7 @@ def healthy(tasks: list[Task], data: Any) -> list[Task]:
     import sys
 
     from deepswe.eval.audit import dataset_sha256
-    from deepswe.eval.health import HealthError, load_manifest, quarantine, summary_lines
+    from deepswe.eval.health import HealthError, load_manifest, quarantine, summary_lines, weak
 
     path = health_manifest(data)
     if path is None:
@@ -92,12 +92,24 @@ def healthy(tasks: list[Task], data: Any) -> list[Task]:
     kept, left_out = quarantine(tasks, manifest)
     if not left_out:
         print(f"data: {path}: every task healthy", file=sys.stderr)
-        return tasks
-    lines = summary_lines(left_out, len(tasks), str(path))
-    if data.include_unhealthy:
-        lines[0] = lines[0].replace("left out", "KEPT (data.include_unhealthy)")
-    print("\n".join(f"data: {line}" for line in lines), file=sys.stderr)
-    return tasks if data.include_unhealthy else kept
+    else:
+        lines = summary_lines(left_out, len(tasks), str(path))
+        if data.include_unhealthy:
+            lines[0] = lines[0].replace("left out", "KEPT (data.include_unhealthy)")
+        print("\n".join(f"data: {line}" for line in lines), file=sys.stderr)
+    chosen = tasks if data.include_unhealthy else kept
+    feeble = {i: why for i, why in weak(manifest).items() if i in {t.instance_id for t in chosen}}
+    if feeble:
+        leave = data.weak_tasks == "leave_out"
+        verb = "left out (data.weak_tasks: leave_out)" if leave else "KEPT (data.weak_tasks: keep)"
+        print(
+            f"data: {len(feeble)} of {len(chosen)} task(s) have weak tests, {verb}: "
+            + "; ".join(f"{i}: {why[:120]}" for i, why in list(feeble.items())[:3]),
+            file=sys.stderr,
+        )
+        if leave:
+            chosen = [t for t in chosen if t.instance_id not in feeble]
+    return chosen
 
 
 def training_tasks(data: Any) -> list[Task]:

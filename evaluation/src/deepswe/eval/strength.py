@@ -1,0 +1,213 @@
+"""Test strength per task: how many wrong fixes earn reward 1, measured and proven.
+
+    gold patch -> k mutants (deepswe.eval.mutants) -> each graded like any episode (the task's own
+    reward run, strict rules): resolved = a survivor
+    survivors -> the wider run: every test in the folders holding the graded files, run twice
+    with gold (the tests that pass both times), then with each survivor: one of those failing
+    proves it wrong (`killed_by`); nothing failing leaves it undecided (possibly equivalent to
+    gold), never called wrong
+
+A task with a proven-wrong survivor is *weak*: a nearly-right fix earns reward 1 there, and
+GRPO++ rewards it like the right one. The record (`TaskStrength`) goes into the task's row of the
+health manifest (`deepswe-eval health --mutants K`); training counts the weak tasks it keeps,
+the report shows Pass@1 on the strong ones beside all, and `--harden` writes task files whose
+graded tests include the killing ones (task sets we own only).
+
+The wider set: the graded files' folders, recursively, as one pytest run of the task's own
+command (its interpreter, options and environment), its file arguments replaced by those
+folders. For R2E-Gym's layout the hidden tests' folder is one of them. A test the wider run
+collects that fails with gold in either run is left out of the proof.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from deepswe.data.task import Task
+from deepswe.env.episode import grade_patch
+from deepswe.env.grading.outcomes import Outcome, TestStatus
+from deepswe.env.hidden_tests import graded_paths
+from deepswe.env.r2e_layout import TESTS_LINK, uses_r2e_layout
+from deepswe.env.reward import RewardRun
+from deepswe.eval.audit_manifest import AuditManifest, Survivor, TaskStrength
+from deepswe.eval.config import EvalConfig
+from deepswe.eval.mutants import Mutant, make_mutants
+
+Grade = Callable[[Task, str], RewardRun]
+
+
+def wider_folders(task: Task) -> list[str]:
+    """The folders the wider run takes: those holding the graded files, and R2E-Gym's hidden
+    tests' folder."""
+    files = [p for p in graded_paths(task) if p != TESTS_LINK and not p.startswith(TESTS_LINK)]
+    folders = {posixpath.dirname(p) or "." for p in files}
+    if uses_r2e_layout(task):
+        folders.add(TESTS_LINK)
+    return sorted(folders)
+
+
+def wider_task(task: Task, passing: list[str] | None = None) -> Task:
+    """`task` graded by every test in `wider_folders`: its command's file arguments replaced by
+    the folders (appended when it names none); `passing` the tests it must pass (none: a run
+    that only reports statuses)."""
+    folders = wider_folders(task)
+    files = set(graded_paths(task))
+    lines = task.test_spec.command.splitlines()
+    for k, line in enumerate(lines):
+        try:
+            tokens = shlex.split(line)
+        except ValueError:
+            continue
+        if "pytest" not in line:
+            continue
+        kept = [t for t in tokens if t.split("::")[0] not in files and t != TESTS_LINK]
+        lines[k] = shlex.join(kept + folders)
+        break
+    spec = task.test_spec.model_copy(update={"command": "\n".join(lines)})
+    hidden = task.hidden.model_copy(
+        update={
+            "fail_to_pass": [],
+            "pass_to_pass": sorted(passing or []),
+            "expected_statuses": None,
+            "reproduction": None,
+        }
+    )
+    return task.model_copy(update={"test_spec": spec, "hidden": hidden})
+
+
+def measure(
+    task: Task, k: int, seed: int | str = 0, grade: Grade | None = None, log=lambda _: None
+) -> TaskStrength:
+    """The test strength of one task whose gold resolves: `k` mutants, graded; survivors put to
+    the wider run. `grade(task, patch)` defaults to the real reward run (grade_patch)."""
+    grade = grade or (lambda t, p: grade_patch(t, p))
+    start = time.monotonic()
+    mutants = make_mutants(task.gold_patch or "", k, f"{seed}:{task.instance_id}")
+    survivors: list[Mutant] = []
+    for m in mutants:
+        outcome = grade(task, m.patch).grade.outcome
+        log(f"{task.instance_id}: mutant {m.operator} ({m.change}): {outcome.value}")
+        if outcome is Outcome.RESOLVED:
+            survivors.append(m)
+    result = TaskStrength(mutants=len(mutants), killed=len(mutants) - len(survivors))
+    if survivors:
+        result = _prove(task, survivors, result, grade, log)
+    return result.model_copy(update={"seconds": round(time.monotonic() - start, 1)})
+
+
+def _prove(
+    task: Task, survivors: list[Mutant], result: TaskStrength, grade: Grade, log
+) -> TaskStrength:
+    """Each survivor against the wider tests gold passes (in both of two runs)."""
+    probe = wider_task(task)
+    passing = None
+    for _ in range(2):
+        statuses = grade(probe, task.gold_patch or "").grade.statuses
+        now = {t for t, s in statuses.items() if s is TestStatus.PASSED}
+        passing = now if passing is None else passing & now
+    wide = wider_task(task, sorted(passing or ()))
+    proven, undecided = [], []
+    for m in survivors:
+        run = grade(wide, m.patch).grade
+        failed = [t for t in run.p2p_failed if t in (passing or ())]
+        row = Survivor(operator=m.operator, change=m.change, patch=m.patch, wider=run.outcome.value)
+        if run.outcome is Outcome.UNRESOLVED and failed:
+            proven.append(row.model_copy(update={"killed_by": failed[0]}))
+        else:
+            undecided.append(row)
+        log(f"{task.instance_id}: survivor {m.change}: wider run {run.outcome.value}")
+    return result.model_copy(
+        update={"proven_wrong": proven, "undecided": undecided, "wider": wider_folders(task)}
+    )
+
+
+def harden(task: Task, strength: TaskStrength) -> Task:
+    """`task` with the tests that killed its proven-wrong survivors among its graded tests (each
+    passed with gold in both wider runs); the files holding them become graded files."""
+    killers = sorted({s.killed_by for s in strength.proven_wrong if s.killed_by})
+    hidden = task.hidden
+    p2p = sorted(set(hidden.pass_to_pass) | set(killers) - set(hidden.fail_to_pass))
+    new_files = sorted({k.split("::")[0] for k in killers} - set(hidden.graded_files))
+    files = sorted(set(hidden.graded_files) | set(new_files))
+    update = {"pass_to_pass": p2p, "graded_files": files}
+    spec = task.test_spec.model_copy(update={"command": _with_files(task, new_files)})
+    return task.model_copy(update={"hidden": hidden.model_copy(update=update), "test_spec": spec})
+
+
+def _with_files(task: Task, files: list[str]) -> str:
+    """The task's command with `files` added to its pytest line where it names test files (a
+    command that runs a folder already holds them)."""
+    lines = task.test_spec.command.splitlines()
+    graded = set(graded_paths(task))
+    for k, line in enumerate(lines):
+        tokens = shlex.split(line) if "pytest" in line else []
+        if any(t.split("::")[0] in graded for t in tokens):
+            lines[k] = shlex.join(tokens + [f for f in files if f not in tokens])
+            break
+    return "\n".join(lines)
+
+
+def add_strength(
+    manifest: AuditManifest,
+    tasks: list[Task],
+    out: Path,
+    cfg: EvalConfig,
+    k: int,
+    seed: int = 0,
+    log=print,
+) -> AuditManifest:
+    """`manifest` with each healthy task's test strength (resumable: one file a task under
+    `out`/strength/, measured once per (k, seed)) and the weak tasks in its summary; written
+    back (health.json, health.md)."""
+    from deepswe.eval.audit_report import write_manifest
+    from deepswe.eval.config import with_grading_rules
+    from deepswe.eval.store import atomic_write_json
+
+    folder = Path(out) / "strength"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, weak = dict(manifest.tasks), {}
+
+    def grade(task: Task, patch: str) -> RewardRun:
+        return grade_patch(
+            with_grading_rules(task, cfg),
+            patch,
+            backend=cfg.sandbox_backend,
+            sandbox_limits=cfg.sandbox,
+        )
+
+    for n, task in enumerate(tasks, 1):
+        row = rows.get(task.instance_id)
+        if row is None or not row.healthy or not task.gold_patch:
+            continue
+        cache = folder / f"{task.instance_id}.json"
+        stored = json.loads(cache.read_text()) if cache.is_file() else {}
+        if stored.get("k") == k and stored.get("seed") == seed:
+            found = TaskStrength.model_validate(stored["strength"])
+        else:
+            log(f"strength {n}/{len(tasks)}: {task.instance_id}: {k} mutant(s)")
+            found = measure(task, k, seed, grade, log)
+            record = {"k": k, "seed": seed, "strength": found.model_dump(mode="json")}
+            atomic_write_json(cache, record)
+        rows[task.instance_id] = row.model_copy(update={"strength": found})
+        if found.weak:
+            weak[task.instance_id] = found.reason()
+    summary = manifest.summary.model_copy(update={"weak": weak})
+    updated = manifest.model_copy(update={"tasks": rows, "summary": summary})
+    write_manifest(updated, Path(out))
+    return updated
+
+
+__all__ = [
+    "Survivor",
+    "TaskStrength",
+    "add_strength",
+    "harden",
+    "measure",
+    "wider_folders",
+    "wider_task",
+]

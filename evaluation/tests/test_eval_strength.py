@@ -1,0 +1,143 @@
+"""Test strength (issue #43): mutants of the gold patch (deepswe.eval.mutants, pure) and, in real
+containers, a task whose graded tests are weak (a nearly-right fix passes them and a wider test of
+the repository catches it) beside one whose tests are strong, and a mutant equivalent to gold
+that nothing kills (undecided, never called wrong)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.toy import commit_repo, diff_to, git
+from deepswe.env.grading.outcomes import Outcome
+from deepswe.env.sandbox import SandboxLimits
+from deepswe.eval.mutants import OPERATORS, make_mutants, sites
+
+AGE_BUG = "def is_adult(age):\n    return age > 18\n"
+AGE_GOLD = "def is_adult(age):\n    limit = max(18, 0)\n    return age >= limit\n"
+
+
+def test_every_operator_makes_its_kind_of_wrong_fix() -> None:
+    gold = (
+        "--- a/m.py\n+++ b/m.py\n@@ -1,4 +1,4 @@\n def f(a, b):\n"
+        "-    if a > 2:\n+    if a >= 3 and b:\n"
+        "-        return g(b, a)\n+        return g(a, b)\n     return 0\n"
+    )
+    made = {m.operator: m for m in make_mutants(gold, 50, 1)}
+    assert set(made) == set(OPERATORS) - {"partial-fix"}  # one hunk: nothing to leave out
+    assert "+    if a < 3 and b:\n" not in made["comparison"].patch  # >= turns into >, not <
+    assert "+    if a > 3 and b:\n" in made["comparison"].patch
+    assert "+    if not (a >= 3 and b):\n" in made["negate-condition"].patch
+    assert "+    if True:\n" in made["drop-condition"].patch
+    assert "+        return g(b, a)\n" in made["swap-arguments"].patch
+    assert "+    if a > 2:\n" in made["old-value"].patch
+    assert {"+    if a >= 4 and b:\n", "+    if a >= 2 and b:\n"} & {
+        line for m in make_mutants(gold, 50, 1, ["boundary"]) for line in m.patch.splitlines(True)
+    }
+
+
+def test_mutants_are_seeded_distinct_and_never_gold() -> None:
+    gold = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = f(1, 2) < 3\n+x = f(1, 2) <= 4\n"
+    one, two = make_mutants(gold, 4, 7), make_mutants(gold, 4, 7)
+    assert [m.patch for m in one] == [m.patch for m in two] and len(one) == 4
+    assert len({m.patch for m in one}) == 4 and gold not in {m.patch for m in one}
+    assert [m.patch for m in make_mutants(gold, 4, 8)] != [m.patch for m in one]
+
+
+def test_strings_and_comments_are_never_mutated() -> None:
+    gold = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = '<= 2'  # a < 3\n"
+    tokens = [op for op in OPERATORS if op != "old-value"]  # old-value swaps the whole line
+    assert all("'<= 2'  # a < 3" in m.patch for m in make_mutants(gold, 20, 1, tokens))
+    assert sites("not a diff") == []
+
+
+def test_a_partial_fix_leaves_one_hunk_out() -> None:
+    gold = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n@@ -9 +9 @@\n-b = 1\n+b = 2\n"
+    partial = [m for m in make_mutants(gold, 20, 1) if m.operator == "partial-fix"]
+    assert len(partial) == 2
+    assert all(("+a = 2" in m.patch) != ("+b = 2" in m.patch) for m in partial)
+
+
+# --- in containers --------------------------------------------------------------------------
+
+
+def _task(repo, base: str, tests: list[str], name: str) -> Task:
+    pth = (
+        "python -c 'import site, pathlib; "
+        'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
+    )
+    return Task(
+        instance_id=f"age__{name}-1",
+        repo="age/age",
+        base_commit=base,
+        problem_statement="is_adult(18) is False.",
+        source=TaskSource.SWE_MINI,
+        environment=EnvironmentSpec(source=str(repo), pip=["pytest"], install=[pth]),
+        test_spec=TestSpec(
+            command="python -m pytest -rA -p no:cacheprovider -o addopts= tests/test_age.py",
+            log_parser="pytest",
+            timeout_s=120,
+        ),
+        hidden=HiddenTests(
+            fail_to_pass=["tests/test_age.py::test_eighteen"],
+            pass_to_pass=[f"tests/test_age.py::{t}" for t in tests],
+            graded_files=["tests/test_age.py"],
+        ),
+        gold_patch=diff_to(repo, "age/core.py", AGE_GOLD),
+    )
+
+
+def _repo(root, strong: bool):
+    graded = (
+        "from age.core import is_adult\n\n\ndef test_eighteen():\n    assert is_adult(18)\n\n\n"
+    )
+    graded += "def test_thirty():\n    assert is_adult(30)\n"
+    if strong:
+        graded += "\n\ndef test_seventeen():\n    assert not is_adult(17)\n"
+    more = "from age.core import is_adult\n\n\ndef test_not_at_seventeen():\n    assert not is_adult(17)\n"
+    files = {
+        "age/__init__.py": "",
+        "age/core.py": AGE_BUG,
+        "tests/test_age.py": graded,
+        "tests/test_more.py": more,
+    }
+    repo = root / ("strong" if strong else "weak")
+    return repo, commit_repo(repo, files, "age with a bug")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("strong", [False, True], ids=["weak", "strong"])
+def test_weak_tests_are_found_and_proven_strong_ones_are_not(strong, tmp_path) -> None:
+    from deepswe.env.episode import grade_patch
+    from deepswe.env.images.task import ensure_task_image
+    from deepswe.eval.strength import harden, measure
+
+    repo, base = _repo(tmp_path, strong)
+    tests = ["test_thirty"] + (["test_seventeen"] if strong else [])
+    task = _task(repo, base, tests, "strong" if strong else "weak")
+    image = ensure_task_image(task, log=lambda _: None)
+    limits = SandboxLimits(memory="1g", pids=256)
+
+    def grade(t, patch):
+        return grade_patch(t, patch, image=image, sandbox_limits=limits)
+
+    result = measure(task, 8, seed=1, grade=grade)
+    boundary_17 = [s for s in result.proven_wrong + result.undecided if "18 -> 17" in s.change]
+    equivalent = [s for s in result.undecided if s.operator == "swap-arguments"]
+    assert equivalent, result  # max(0, 18) is max(18, 0): nothing kills it, never called wrong
+    assert all(s.killed_by is None for s in result.undecided)
+    if strong:
+        assert not result.weak and not boundary_17, result
+        return
+    assert result.weak, result
+    (wrong,) = [s for s in result.proven_wrong if "18 -> 17" in s.change]
+    assert wrong.killed_by == "tests/test_more.py::test_not_at_seventeen"
+    assert "weak tests" in result.reason() and "test_not_at_seventeen" in result.reason()
+    # hardened: the killing test joins the graded ones; gold still resolves, the wrong fix not
+    hard = harden(task, result)
+    assert "tests/test_more.py" in hard.test_spec.command
+    hard_image = ensure_task_image(hard, log=lambda _: None)
+    assert grade_patch(hard, hard.gold_patch, image=hard_image).grade.outcome is Outcome.RESOLVED
+    again = grade_patch(hard, wrong.patch, image=hard_image).grade
+    assert again.outcome is Outcome.UNRESOLVED and again.p2p_failed == [wrong.killed_by]
+    assert git(repo, "status", "--porcelain") == ""
