@@ -702,6 +702,15 @@ HONEST = {
         logging.getLogger("calc").warning("imported from %s", sys._getframe().f_code.co_name)
         inspect.stack()
     """,
+    # aiohttp_1d761e17 and 216e0828: mock's autospec sets its own closures' defaults
+    "mock_autospec": """
+        from unittest import mock
+        def _f(a, b=1, *, c=2):
+            return a
+        mock.create_autospec(_f)(1)
+        with mock.patch("os.getcwd", autospec=True):
+            pass
+    """,
     "threads_and_gc_collect": """
         import gc, threading
         t = threading.Thread(target=gc.collect)

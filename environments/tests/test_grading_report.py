@@ -303,3 +303,44 @@ def test_no_canary_takes_the_name_of_a_graded_test_the_file_only_inherits() -> N
     for seed in range(200):
         _, made = plant(source, "t.py", graded, "pytest", str(seed))
         assert "test_deepcopy" not in made.names.values(), seed
+
+
+@pytest.mark.parametrize(
+    ("command", "picks"),
+    [
+        # R2E-Gym's aiohttp command: `::` in an environment variable, not a node id
+        (
+            "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' .venv/bin/python -W "
+            "ignore -m pytest -rA r2e_tests",
+            False,
+        ),
+        ("python -W ignore::DeprecationWarning -m pytest -rA tests", False),
+        ("python -m pytest -rA -p no:cacheprovider -o addopts= tests/test_x.py", False),
+        ("pytest -rA tests/test_x.py::test_a", True),
+        ("python -m pytest -k 'a or b' tests", True),
+        ("python -m pytest -kfoo tests", True),
+    ],
+)
+def test_canaries_are_left_out_only_where_pytest_picks_tests_by_name(command, picks) -> None:
+    from deepswe.env.grading.canaries import picks_by_name
+
+    assert picks_by_name(command) is picks
+
+
+R2E_SOURCE = (
+    "import pytest\n\n\nclass TestX:\n    def test_y(self):\n        pass\n\n\n"
+    "@pytest.mark.parametrize('v', [0.1])\ndef test_foo(v):\n    pass\n"
+)
+
+
+@pytest.mark.parametrize(
+    "test_id",
+    # R2E-Gym's ids name no file, and a parameter may hold a dot or a range-like `p-0`
+    ["test_foo[pyloop-0.1]", "TestX.test_y", "test_1::TestX::test_y", "test_foo[p-0]"],
+)
+def test_a_graded_test_is_found_in_the_hidden_files_from_r2e_gyms_ids(test_id) -> None:
+    from deepswe.env.grading.canaries import target
+
+    path, ids = target([test_id], ["r2e_tests"], {"test_1.py": R2E_SOURCE}, "r2e_tests")
+    assert path == "r2e_tests/test_1.py"
+    assert plant(R2E_SOURCE, path, ids, "pytest", "1") is not None

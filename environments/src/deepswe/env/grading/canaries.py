@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import ast
 import keyword
+import posixpath
 import random
 import re
+import shlex
 import threading
 from dataclasses import dataclass, field
 
@@ -39,6 +41,8 @@ _PARSING = threading.Lock()
 def _parse(text: str) -> ast.Module:
     with _PARSING:
         return ast.parse(text)
+
+
 _PARAMS = re.compile(r"\[.*\]$")
 
 
@@ -257,29 +261,53 @@ def target(
     ids: list[str], graded_files: list[str], test_files: dict[str, str], tests_link: str
 ) -> tuple[str, list[str]] | None:
     """(the repository path of the graded file holding the first graded test found, the graded
-    ids there as `path::[Class::]name`). pytest's ids start with the file; the unittest runners'
-    are `Class.method` or `module::Class::method`, looked up in the hidden test files' source
-    (`test_files`, name -> text, under `tests_link`)."""
+    ids there as `path::[Class::]name`). pytest's ids start with the file; R2E-Gym's and the
+    unittest runners' do not (`name[params]`, `Class.name`, `module::Class::name`): those are
+    looked up in the hidden test files' source (`test_files`, name -> text, under
+    `tests_link`)."""
     files = set(graded_files)
     sources = {f"{tests_link}/{n}": text for n, text in test_files.items()}
     for test_id in ids:
         head, _, rest = test_id.partition("::")
         if head in files and head.endswith(".py"):
             return head, [i for i in ids if i.startswith(head + "::")]
-        parts = rest.split("::") if rest else head.split(".")[-2:]
-        if len(parts) != 2:
-            continue
-        cls, name = parts
+        bare = _PARAMS.sub("", rest or head)  # parameters hold dots and brackets
+        parts = bare.split("::")[-2:] if rest else bare.split(".")[-2:]
         for path, text in sorted(sources.items()):
-            if re.search(rf"^class {cls}\b", text, re.M) and re.search(rf"def {name}\(", text):
-                return path, [f"{path}::{cls}::{name}"]
+            if _defines(text, parts):
+                return path, [f"{path}::{'::'.join(parts)}"]
     return None
 
 
+def _defines(text: str, parts: list[str]) -> bool:
+    """Whether a test file's source defines the test `parts` names: [name] at module level, or
+    [Class, name]."""
+    if not all(p.isidentifier() for p in parts):
+        return False
+    *cls, name = parts
+    method = re.search(rf"^[ \t]+(?:async[ \t]+)?def {re.escape(name)}\(", text, re.M)
+    if cls:
+        return bool(re.search(rf"^class {re.escape(cls[0])}\b", text, re.M) and method)
+    return bool(re.search(rf"^(?:async[ \t]+)?def {re.escape(name)}\(", text, re.M))
+
+
 def picks_by_name(command: str) -> bool:
-    """Whether a test command selects its tests by name (`-k`, node ids): canaries written into
-    a file would not run."""
-    return "::" in command or re.search(r"(^|\s)-k\b", command) is not None
+    """Whether a test command's pytest line selects its tests by name (`-k`, node ids): canaries
+    written into a file would not run. Only what follows pytest counts (an environment variable
+    or `-W ignore::Warning` may hold `::`)."""
+    for line in command.splitlines():
+        try:
+            tokens = shlex.split(line)
+        except ValueError:
+            return True
+        names = [posixpath.basename(t) for t in tokens]
+        at = next((k for k, n in enumerate(names) if n in ("pytest", "py.test")), None)
+        if at is None:
+            continue
+        args = tokens[at + 1 :]
+        if any("::" in t or t == "-k" or (t.startswith("-k") and len(t) > 2) for t in args):
+            return True
+    return False
 
 
 __all__ = ["ROLES", "Canaries", "picks_by_name", "plant", "target"]
