@@ -171,11 +171,14 @@ def _strength(cfg, out: Path, ids, limit, manifest, k: int, seed: int, harden: P
     """Test strength added to the health manifest; the hardened task file written if asked."""
     from deepswe.data.task import TaskSource
     from deepswe.data.toy import write_tasks
-    from deepswe.eval.strength import add_strength
+    from deepswe.eval.strength import StrengthError, add_strength
     from deepswe.eval.strength import harden as hardened
 
     tasks, _ = tasks_to_check(cfg, ids, limit)
-    manifest = add_strength(manifest, tasks, out, cfg, k, seed, log=typer.echo)
+    try:
+        manifest = add_strength(manifest, tasks, out, cfg, k, seed, log=typer.echo)
+    except StrengthError as exc:
+        fail(f"strength: {exc}; the tasks measured are kept: run the same command again", 3)
     weak = manifest.summary.weak
     typer.echo(f"strength: {len(weak)} weak task(s) of {manifest.summary.healthy} healthy")
     if harden is not None:

@@ -26,6 +26,7 @@ import posixpath
 import shlex
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from deepswe.data.task import Task
@@ -90,7 +91,7 @@ def measure(
     mutants = make_mutants(task.gold_patch or "", k, f"{seed}:{task.instance_id}")
     survivors: list[Mutant] = []
     for m in mutants:
-        outcome = grade(task, m.patch).grade.outcome
+        outcome = _decided(grade, task, m.patch).outcome
         log(f"{task.instance_id}: mutant {m.operator} ({m.change}): {outcome.value}")
         if outcome is Outcome.RESOLVED:
             survivors.append(m)
@@ -100,6 +101,19 @@ def measure(
     return result.model_copy(update={"seconds": round(time.monotonic() - start, 1)})
 
 
+class StrengthError(RuntimeError):
+    """A grading that ended infra_error twice: nothing is decided for the task (run again)."""
+
+
+def _decided(grade: Grade, task: Task, patch: str):
+    """The grade of `patch`, one retry where the infrastructure failed; StrengthError after."""
+    for _ in range(2):
+        result = grade(task, patch).grade
+        if result.outcome is not Outcome.INFRA_ERROR:
+            return result
+    raise StrengthError(f"{task.instance_id}: grading ended infra_error twice: {result.reason}")
+
+
 def _prove(
     task: Task, survivors: list[Mutant], result: TaskStrength, grade: Grade, log
 ) -> TaskStrength:
@@ -107,13 +121,13 @@ def _prove(
     probe = wider_task(task)
     passing = None
     for _ in range(2):
-        statuses = grade(probe, task.gold_patch or "").grade.statuses
+        statuses = _decided(grade, probe, task.gold_patch or "").statuses
         now = {t for t, s in statuses.items() if s is TestStatus.PASSED}
         passing = now if passing is None else passing & now
     wide = wider_task(task, sorted(passing or ()))
     proven, undecided = [], []
     for m in survivors:
-        run = grade(wide, m.patch).grade
+        run = _decided(grade, wide, m.patch)
         failed = [t for t in run.p2p_failed if t in (passing or ())]
         row = Survivor(operator=m.operator, change=m.change, patch=m.patch, wider=run.outcome.value)
         if run.outcome is Outcome.UNRESOLVED and failed:
@@ -180,22 +194,29 @@ def add_strength(
             sandbox_limits=cfg.sandbox,
         )
 
-    for n, task in enumerate(tasks, 1):
-        row = rows.get(task.instance_id)
-        if row is None or not row.healthy or not task.gold_patch:
-            continue
+    def one(task: Task) -> TaskStrength:
         cache = folder / f"{task.instance_id}.json"
         stored = json.loads(cache.read_text()) if cache.is_file() else {}
         if stored.get("k") == k and stored.get("seed") == seed:
-            found = TaskStrength.model_validate(stored["strength"])
-        else:
-            log(f"strength {n}/{len(tasks)}: {task.instance_id}: {k} mutant(s)")
-            found = measure(task, k, seed, grade, log)
-            record = {"k": k, "seed": seed, "strength": found.model_dump(mode="json")}
-            atomic_write_json(cache, record)
-        rows[task.instance_id] = row.model_copy(update={"strength": found})
-        if found.weak:
-            weak[task.instance_id] = found.reason()
+            return TaskStrength.model_validate(stored["strength"])
+        found = measure(task, k, seed, grade, log)
+        record = {"k": k, "seed": seed, "strength": found.model_dump(mode="json")}
+        atomic_write_json(cache, record)
+        return found
+
+    todo = [
+        t
+        for t in tasks
+        if t.gold_patch and rows.get(t.instance_id) is not None and rows[t.instance_id].healthy
+    ]
+    log(f"strength: {len(todo)} healthy task(s), up to {k} mutant(s) each, {cfg.workers} at once")
+    with ThreadPoolExecutor(max_workers=max(1, cfg.workers)) as pool:
+        for n, (task, found) in enumerate(zip(todo, pool.map(one, todo), strict=True), 1):
+            rows[task.instance_id] = rows[task.instance_id].model_copy(update={"strength": found})
+            if found.weak:
+                weak[task.instance_id] = found.reason()
+            word = "weak" if found.weak else "strong"
+            log(f"strength {n}/{len(todo)}: {task.instance_id}: {word} ({found.mutants} mutants)")
     summary = manifest.summary.model_copy(update={"weak": weak})
     updated = manifest.model_copy(update={"tasks": rows, "summary": summary})
     write_manifest(updated, Path(out))
@@ -203,6 +224,7 @@ def add_strength(
 
 
 __all__ = [
+    "StrengthError",
     "Survivor",
     "TaskStrength",
     "add_strength",
