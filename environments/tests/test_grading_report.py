@@ -155,10 +155,17 @@ def test_the_fail_canary_is_a_copy_of_a_graded_test_that_always_fails(graded: st
     text, canaries = plant(SOURCE, "tests/test_x.py", [graded], "pytest", "3")
     tree = ast.parse(text)
     names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    assert set(canaries.names.values()) <= names and len(names) == 6
-    # The copy keeps the graded test's body and ends in a failing assertion whatever it does.
+    assert set(canaries.names.values()) <= names and names - set(canaries.names.values()) == {
+        "test_add",
+        "test_param",
+        "test_method",
+        "_run",
+    }
+    # The copy runs the graded test's body as a nested function (its locals gone before the
+    # failure) and ends in a failing assertion whatever the body does.
     fail = next(n for n in ast.walk(tree) if getattr(n, "name", "") == canaries.names["fail"])
-    assert isinstance(fail.body[0], ast.Try) and fail.body[0].finalbody
+    assert isinstance(fail.body[0], ast.FunctionDef) and fail.body[0].name == "_run"
+    assert isinstance(fail.body[1], ast.Try) and fail.body[1].finalbody
     assert "add(" in ast.unparse(fail)
     # What the original file held is still there, line for line.
     assert all(line in text.splitlines() for line in SOURCE.splitlines())
@@ -216,7 +223,7 @@ def test_the_fail_copys_last_assertion_is_never_true() -> None:
     for seed in range(500):
         text, _ = plant(source, "t.py", ["t.py::test_add"], "pytest", str(seed))
         lines = text.splitlines()
-        tail = lines[lines.index("    finally:") + 1].strip()
+        tail = lines[lines.index("    finally:") + 2].strip()  # after the garbage collection
         assert eval(tail.removeprefix("assert ")) is False, (seed, tail)
 
 
