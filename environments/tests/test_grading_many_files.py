@@ -19,31 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
+from deepswe.data.task import Task
 from deepswe.data.toy import git
-from deepswe.env.episode import grade_patch
 from deepswe.env.grading.markers import INFRA_ERROR
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.grading.owned import SHADOW_PROBE
 from deepswe.env.grading.patch_check import check_in_tree
 from deepswe.env.grading.testinfra import _shadowing
 from deepswe.env.images.task import ensure_task_image
-from deepswe.env.sandbox import SandboxLimits, backend_class
+from deepswe.env.sandbox import backend_class
 
-LIMITS = SandboxLimits(memory="1g", pids=256)
-OPS_BUG = (
-    "def add(a, b):\n    return a - b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
-)
-OPS_GOOD = OPS_BUG.replace("return a - b", "return a + b")
-TESTS = (
-    "from calc.ops import add, clamp\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-    "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n"
-)
-# The package lives in /testbed/src, on sys.path through a .pth file (an editable install's).
-PTH = (
-    "python -c 'import site, pathlib; "
-    'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed/src\\n")\''
-)
+sys.path.insert(0, str(Path(__file__).parent))
+from calc_task import LIMITS, OPS_BUG, OPS_GOOD, calc_task, grade, make_repo, patch_of  # noqa: E402
+
 # 2,000 new files whose paths, quoted on one command line, are well over 128 KiB.
 MANY = {
     f"data/records/sample_{i:04d}_with_a_rather_long_descriptive_name"
@@ -53,62 +41,15 @@ MANY = {
 ARG_MAX_STRLEN = 128 << 10
 
 
-def _src_repo(root: Path) -> Path:
-    repo = root / "srccalc"
-    (repo / "src" / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "src" / "calc" / "__init__.py").write_text("")
-    (repo / "src" / "calc" / "ops.py").write_text(OPS_BUG)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
-    (repo / "setup.cfg").write_text("[metadata]\nname = calc\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc with a bug")
-    return repo
-
-
-def patch_of(repo: Path, files: dict[str, str | None]) -> str:
-    """The diff that writes (or, for None, deletes) `files` in `repo`; the repo is left clean."""
-    for path, text in files.items():
-        target = repo / path
-        if text is None:
-            target.unlink()
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-    git(repo, "add", "-A")
-    out = git(repo, "diff", "--cached", "--binary", "HEAD")
-    git(repo, "reset", "-q", "--hard", "HEAD")
-    subprocess.run(["git", "clean", "-fdxq"], cwd=repo, check=True)
-    return out
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    return _src_repo(tmp_path_factory.mktemp("many"))
+    # The package lives in /testbed/src, on sys.path through a .pth file (an editable install's).
+    return make_repo(tmp_path_factory.mktemp("many"), package="src/calc", plugin=False)
 
 
 @pytest.fixture(scope="module")
 def task(repo) -> Task:
-    return Task(
-        instance_id="calc__many-files-1",
-        repo="calc/calc",
-        base_commit=git(repo, "rev-parse", "HEAD").strip(),
-        problem_statement="add(2, 3) returns -1 instead of 5.",
-        source=TaskSource.SWE_MINI,
-        environment=EnvironmentSpec(source=str(repo), pip=["pytest"], install=[PTH]),
-        test_spec=TestSpec(
-            command="python -m pytest -rA -p no:cacheprovider -o addopts= tests/test_ops.py",
-            log_parser="pytest",
-            timeout_s=120,
-        ),
-        hidden=HiddenTests(
-            fail_to_pass=["tests/test_ops.py::test_add"],
-            pass_to_pass=["tests/test_ops.py::test_clamp"],
-            graded_files=["tests/test_ops.py"],
-        ),
-        gold_patch=patch_of(repo, {"src/calc/ops.py": OPS_GOOD}),
-    )
+    return calc_task(repo, "calc__many-files-1", package="src/calc", on_path="/testbed/src")
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +57,7 @@ def image(task) -> str:
     return ensure_task_image(task, log=lambda _: None)
 
 
-def _grade(task: Task, patch: str, image: str, rules: str | None = None):
-    if rules is not None:
-        spec = task.test_spec.model_copy(update={"rules": rules})
-        task = task.model_copy(update={"test_spec": spec})
-    return grade_patch(task, patch, image=image, sandbox_limits=LIMITS)
+_grade = grade
 
 
 def _no_infra(run) -> None:

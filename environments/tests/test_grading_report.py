@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from deepswe.data.swemini.failure import short
 from deepswe.env.grading.canaries import Canaries, plant
 from deepswe.env.grading.report import STARTED, judge_report, read_report
 
@@ -228,12 +229,9 @@ def test_the_fail_copys_last_assertion_is_never_true() -> None:
 
 
 def _report(last: str | None = None, types: list[str] = (), exception: str | None = None) -> str:
-    from deepswe.env.grading.reproduction import MARK
-
-    body = {"last": last, "types": list(types)}
-    if exception:
-        body["exception"] = exception
-    return "anything the code printed\n" + MARK + json.dumps(body) + "\n"
+    """What the snippet harness prints last (deepswe.data.swemini.snippet.SNIPPET_HARNESS)."""
+    body = {"last": last, "exception": exception, "exception_types": list(types)}
+    return "anything the code printed\n\n" + json.dumps(body) + "\n"
 
 
 @pytest.mark.parametrize(
@@ -243,7 +241,7 @@ def _report(last: str | None = None, types: list[str] = (), exception: str | Non
         ("runs", "", _report(None, ["KeyError", "LookupError"], "KeyError: 1"), False),
         ("prints", "5", _report("5"), True),
         ("prints", "5", _report("-1"), False),
-        ("prints", "'abc...", _report("'abcdef'"), True),  # a value the statement cut
+        ("prints", short("'" + "ab" * 400 + "'"), _report("'" + "ab" * 400 + "'"), True),  # cut
         ("prints", "<A>", _report("<A at 0x7f00>"), True),  # addresses dropped, as synthesis did
         ("raises", "ValueError", _report(None, ["ValueError", "Exception"], "ValueError: x"), True),
         ("raises", "ValueError", _report("ok"), False),

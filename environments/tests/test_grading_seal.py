@@ -5,7 +5,8 @@ name, pytest's bytecode cache). Where the attack is real against a test process 
 not own, it is first graded under SWE-bench's rules, where it resolves; under strict rules it must
 end unresolved or tampered. Honest fixes with ordinary helpers must still resolve.
 
-The same attacks in-process, on the host, with more variations: test_grading_launcher.py.
+The same attacks in-process, on the host, with more variations: test_grading_launcher.py. The
+task is calc_task.py's, in swe-mini's shape.
 """
 
 from __future__ import annotations
@@ -18,19 +19,28 @@ import pytest
 from deepswe.env.grading.outcomes import Outcome
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grading_takeover import (  # noqa: E402
-    CONFTEST,
-    OPS_BUG,
-    OPS_GOOD,
-    _grade,
-    image,
-    patch_of,
-    repo,
-    task,
-)
+from calc_task import CONFTEST, OPS_BUG, OPS_GOOD, calc_task, grade, make_repo, patch_of  # noqa: E402
 
 pytestmark = pytest.mark.docker
-__all__ = ["image", "repo", "task"]  # the takeover module's fixtures, used here by name
+_grade = grade
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return make_repo(tmp_path_factory.mktemp("seal"))
+
+
+@pytest.fixture(scope="module")
+def task(repo):
+    return calc_task(repo, "calc__seal-1")
+
+
+@pytest.fixture(scope="module")
+def image(task) -> str:
+    from deepswe.env.images.task import ensure_task_image
+
+    return ensure_task_image(task, log=lambda _: None)
+
 
 # In calc/ops.py's add(): looks for the report's key everywhere the tester can read, forges a whole
 # report with whatever it found, and ends the process.

@@ -9,35 +9,33 @@ task set of ours uses, where it must not.
 
 from __future__ import annotations
 
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import git
+from deepswe.data.task import Task
 from deepswe.env.episode import grade_patch
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.images.task import ensure_task_image
-from deepswe.env.sandbox import SandboxLimits
+
+sys.path.insert(0, str(Path(__file__).parent))
+from calc_task import (  # noqa: E402
+    CONFTEST,
+    LIMITS,
+    OPS_BUG,
+    OPS_GOOD,
+    PLUGIN,
+    calc_task,
+    grade,
+    make_repo,
+    patch_of,
+    pth,
+)
 
 pytestmark = pytest.mark.docker
 
-LIMITS = SandboxLimits(memory="1g", pids=256)
-OPS_BUG = (
-    "def add(a, b):\n    return a - b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
-)
-OPS_GOOD = OPS_BUG.replace("return a - b", "return a + b")
-TESTS = (
-    "from calc.ops import add, clamp\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-    "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n"
-)
-CONFTEST = 'pytest_plugins = ["calc.testing"]\n'
-PLUGIN = "import pytest\n\n\n@pytest.fixture\ndef two():\n    return 2\n"
-PTH = (
-    "python -c 'import site, pathlib; "
-    'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
-)
+PTH = pth()
 
 # A hookwrapper that turns every failed report into a pass.
 FORCE_PASS = """import pytest
@@ -59,64 +57,14 @@ sys.exit(0)
 """
 
 
-def _repo(root: Path) -> Path:
-    repo = root / "calc"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "calc" / "__init__.py").write_text("")
-    (repo / "calc" / "ops.py").write_text(OPS_BUG)
-    (repo / "calc" / "testing.py").write_text(PLUGIN)
-    (repo / "conftest.py").write_text(CONFTEST)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
-    (repo / "setup.cfg").write_text("[metadata]\nname = calc\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc with a bug")
-    return repo
-
-
-def patch_of(repo: Path, files: dict[str, str | None]) -> str:
-    """The diff that writes (or, for None, deletes) `files` in `repo`; the repo is left clean."""
-    for path, text in files.items():
-        target = repo / path
-        if text is None:
-            target.unlink()
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-    git(repo, "add", "-A")
-    out = git(repo, "diff", "--cached", "--binary", "HEAD")
-    git(repo, "reset", "-q", "--hard", "HEAD")
-    subprocess.run(["git", "clean", "-fdxq"], cwd=repo, check=True)
-    return out
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    return _repo(tmp_path_factory.mktemp("takeover"))
+    return make_repo(tmp_path_factory.mktemp("takeover"))
 
 
 @pytest.fixture(scope="module")
 def task(repo) -> Task:
-    return Task(
-        instance_id="calc__takeover-1",
-        repo="calc/calc",
-        base_commit=git(repo, "rev-parse", "HEAD").strip(),
-        problem_statement="add(2, 3) returns -1 instead of 5.",
-        source=TaskSource.SWE_MINI,
-        environment=EnvironmentSpec(source=str(repo), pip=["pytest"], install=[PTH]),
-        test_spec=TestSpec(
-            command="python -m pytest -rA -p no:cacheprovider -o addopts= tests/test_ops.py",
-            log_parser="pytest",
-            timeout_s=120,
-        ),
-        hidden=HiddenTests(
-            fail_to_pass=["tests/test_ops.py::test_add"],
-            pass_to_pass=["tests/test_ops.py::test_clamp"],
-            graded_files=["tests/test_ops.py"],
-        ),
-        gold_patch=patch_of(repo, {"calc/ops.py": OPS_GOOD}),
-    )
+    return calc_task(repo, "calc__takeover-1")
 
 
 @pytest.fixture(scope="module")
@@ -124,11 +72,7 @@ def image(task) -> str:
     return ensure_task_image(task, log=lambda _: None)
 
 
-def _grade(task: Task, patch: str, image: str, rules: str | None = None):
-    if rules is not None:
-        spec = task.test_spec.model_copy(update={"rules": rules})
-        task = task.model_copy(update={"test_spec": spec})
-    return grade_patch(task, patch, image=image, sandbox_limits=LIMITS)
+_grade = grade
 
 
 def test_gold_resolves_and_empty_does_not_under_strict_rules(task, image):

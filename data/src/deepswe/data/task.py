@@ -133,7 +133,8 @@ class Reproduction(_Frozen):
     """What it does with the fix: `runs` to the end without an exception; `prints` `expected` as
     its last line of output; `raises` the exception named `expected`."""
     expected: str = ""
-    """prints: the line (a value cut with "..." matches by its start); raises: the type name."""
+    """prints: the last line printed, as synthesis shows a value (swemini.failure.short: addresses
+    dropped, a long one cut with "..."); raises: the exception's type name."""
 
 
 class HiddenTests(_Frozen):

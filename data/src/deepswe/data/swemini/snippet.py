@@ -28,8 +28,9 @@ from deepswe.data.swemini.manifest import Project
 SNIPPET_TIMEOUT_S = 30.0
 
 # Runs in the task's interpreter (3.11): the snippet comes on stdin, the report goes to stdout
-# as the last line, after anything the snippet itself wrote to stderr.
-_HARNESS = r"""
+# as the last line, after anything the snippet itself wrote to stderr. Grading runs a row's
+# reproduction with it too (deepswe.env.grading.reproduction), as synthesis ran it.
+SNIPPET_HARNESS = r"""
 import contextlib, io, json, sys, traceback
 code = sys.stdin.read()
 out, error = io.StringIO(), None
@@ -81,7 +82,7 @@ def run_snippet(
     with tempfile.TemporaryDirectory(prefix="swe-mini-snippet-") as cwd:
         try:
             res = subprocess.run(
-                [str(python), "-c", _HARNESS],
+                [str(python), "-c", SNIPPET_HARNESS],
                 input=code,
                 cwd=cwd,
                 env=env,

@@ -17,35 +17,16 @@ them too.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 
+from deepswe.data.swemini.failure import short
+from deepswe.data.swemini.snippet import SNIPPET_HARNESS
 from deepswe.data.task import Reproduction
 from deepswe.env.grading.owned import SCRIPT_PYTHON_FUNCTION
 from deepswe.env.grading.tester import run_as_tester
 from deepswe.env.sandbox import Sandbox
 
 TIMEOUT_S = 60.0
-MARK = "deepswe-reproduction-report "
-# Runs in the task's interpreter: the code on stdin, executed as __main__ with its stdout caught;
-# the report, after anything the code wrote, as the last line of the real stdout.
-_HARNESS = r"""
-import contextlib, io, json, sys, traceback
-code = sys.stdin.read()
-out, error = io.StringIO(), None
-try:
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "<reproduction>", "exec"), {"__name__": "__main__"})
-except BaseException as exc:
-    error = exc
-lines = [line.strip() for line in out.getvalue().splitlines() if line.strip()]
-report = {"last": lines[-1] if lines else None, "types": []}
-if error is not None:
-    report["types"] = [c.__name__ for c in type(error).__mro__]
-    report["exception"] = traceback.format_exception_only(type(error), error)[-1].strip()
-sys.__stdout__.write("\n%s%s\n" % ("MARK", json.dumps(report)))
-""".replace("MARK", MARK)
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
 def run_script(interpreter: str, grader_dir: str, workdir: str) -> str:
@@ -57,7 +38,7 @@ def run_script(interpreter: str, grader_dir: str, workdir: str) -> str:
 py={interpreter}
 case "$py" in /*) ;; */*) py="$PWD/$py";; *) py=$(command -v "$py") || exit 91;; esac
 cd "$(mktemp -d)" || exit 92
-PYTHONHASHSEED=0 TZ=UTC LC_ALL=C.UTF-8 "$py" -c {shlex.quote(_HARNESS)} < {g}/repro.py
+PYTHONHASHSEED=0 TZ=UTC LC_ALL=C.UTF-8 "$py" -c {shlex.quote(SNIPPET_HARNESS)} < {g}/repro.py
 """
 
 
@@ -65,16 +46,16 @@ def judge(repro: Reproduction, output: str, timed_out: bool = False) -> str:
     """Why the run shows the bug still ("" when it does what the fix does)."""
     if timed_out:
         return f"it did not end within {TIMEOUT_S:.0f} s"
-    reports = [x for x in output.splitlines() if x.startswith(MARK)]
-    if not reports:
-        return "it ended without a report (the interpreter died, or the code ended it)"
+    lines = [x for x in output.splitlines() if x.strip()]
     try:
-        report = json.loads(reports[-1][len(MARK) :])
+        report = json.loads(lines[-1]) if lines else None
     except ValueError:
-        return "its report does not read"
+        report = None
+    if not isinstance(report, dict):
+        return "it ended without a report (the interpreter died, or the code ended it)"
     raised = report.get("exception")
     if repro.fixed == "raises":
-        if repro.expected in report.get("types", []):
+        if repro.expected in report.get("exception_types", []):
             return ""
         return f"it should raise {repro.expected}, but " + (
             f"raised {raised}" if raised else "it returned normally"
@@ -83,10 +64,10 @@ def judge(repro: Reproduction, output: str, timed_out: bool = False) -> str:
         return f"it raised {raised}"
     if repro.fixed == "runs":
         return ""
-    last = _ADDRESS.sub("", report.get("last") or "")
+    # the value as synthesis wrote it into the row: addresses dropped, long ones cut with "..."
+    last = short(report.get("last") or "")
     want = repro.expected
-    ok = last.startswith(want[:-3]) if want.endswith("...") else last == want
-    return "" if ok else f"it printed {last[:200]!r}, the fix prints {want[:200]!r}"
+    return "" if last == want else f"it printed {last[:200]!r}, the fix prints {want[:200]!r}"
 
 
 def check(
