@@ -33,8 +33,8 @@ What each check defends against:
   compiling that root-owned file gives (as written, or as pytest rewrites it): a function swapped
   in the module, a forged rewrite cache or a module planted in sys.modules is tampered.
 - Watched callables: pytest's and pluggy's runner internals, this file's plugin, os.write and
-  sys.exit, compared with what they were before repository code ran, at each report (os.write and
-  sys.exit after teardowns only: tests mock them) and at the end. A replacement is TAMPERED unless
+  sys.exit, compared with what they were before repository code ran, after each test's teardown
+  and at the end. A replacement is TAMPERED unless
   its code is the code of an installed file, compared by content, not by the file name it claims
   (pytest-django swaps TestCaseFunction.runtest with its own code).
 - Hook implementations of every hook, import hooks added to sys.meta_path, and each item's
@@ -245,6 +245,38 @@ def _rewriter(rewrite_test, config):
     return rewrite
 
 
+def _module_codes(module):
+    """The code objects of a module's functions and of its classes' methods (nested ones too)."""
+    out, seen = [], set()
+
+    def add(obj):
+        # type checks only: getattr on an arbitrary module global can run its code (six.moves
+        # imports a module on attribute access)
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        elif isinstance(obj, property):
+            obj = obj.fget
+        if not isinstance(obj, types.FunctionType):
+            return
+        code = obj.__code__
+        if id(code) not in seen:
+            stack = [code]
+            while stack:
+                c = stack.pop()
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    out.append(c)
+                    stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            for attr in list(vars(value).values()):
+                add(attr)
+        else:
+            add(value)
+    return out
+
+
 def _test_file(path, cwd):
     """Whether `path` is a repository test file (a tests/test/testing folder, test_*.py,
     *_test.py, conftest.py): where a graded test's mixin or generator may live."""
@@ -312,7 +344,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             code = fn.__code__
             where = os.path.realpath(code.co_filename)
             if where == path:
-                if code in trust.codes_of(path):
+                if trust.holds(path, code):
                     return None
                 break
             if trust.in_repository(where):
@@ -382,7 +414,8 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
 
     def remember_plugins(pm):
         """Before any conftest: every hook implementation registered so far is the
-        environment's (pytest's own plugins, entry points, -p)."""
+        environment's (pytest's own plugins, entry points, -p), and so is every function of the
+        runner's modules loaded so far (the plugins pytest registers later are their classes)."""
         for caller in vars(pm.hook).values():
             impls = getattr(caller, "_nonwrappers", []) + getattr(caller, "_wrappers", [])
             if hasattr(caller, "get_hookimpls"):
@@ -390,6 +423,13 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             for impl in impls:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
+                    known[id(code)] = code
+        for module in list(sys.modules.values()):
+            if not isinstance(module, types.ModuleType):
+                continue
+            where = vars(module).get("__file__") or ""  # no getattr: lazy modules import on it
+            if trust.runner_file(where) and not trust.is_protected(os.path.realpath(where)):
+                for code in _module_codes(module):
                     known[id(code)] = code
 
     class Grader(object):
@@ -451,8 +491,8 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             else:
                 word = ""
             post("status", report.nodeid, report.when, word, type(report) is TestReport)
-            if report.when != "setup":  # after the call and the teardown: two of three reports
-                check(report.when == "teardown")
+            if report.when == "teardown":  # once a test: after its last report
+                check(True)
 
         def pytest_sessionfinish(self, session, exitstatus):
             finish()

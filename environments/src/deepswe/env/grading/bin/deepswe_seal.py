@@ -93,27 +93,38 @@ class Trust(object):
             path.startswith(d) for d in self.runner_dirs + [self.grader_dir]
         )
 
+    def _codes_by(self, path, how):
+        """The code objects compiling `path` gives, as written (how 0) or as pytest rewrites it
+        (how 1); an empty set when it cannot be read or compiled."""
+        key = (path, how)
+        if key not in self._codes:
+            make = _compiled if how == 0 else self.rewrite
+            found = set()
+            try:
+                top = make(path) if make else None
+            except Exception:  # a file that does not compile, or a rewriter that fails
+                top = None
+            if top is not None:
+                _walk(top, found)
+            self._codes[key] = found
+        return self._codes[key]
+
+    def holds(self, path, code):
+        """Whether compiling `path` gives `code`: as written first, then (only then: rewriting
+        costs a parse and a compile) as pytest rewrites it."""
+        return code in self._codes_by(path, 0) or code in self._codes_by(path, 1)
+
     def codes_of(self, path):
         """Every code object compiling the file at `path` gives (as it is, and as pytest rewrites
-        it), or an empty set when it cannot be read or compiled."""
-        if path not in self._codes:
-            found = set()
-            for make in (_compiled, self.rewrite):
-                try:
-                    top = make(path) if make else None
-                except Exception:  # a file that does not compile, or a rewriter that fails
-                    top = None
-                if top is not None:
-                    _walk(top, found)
-            self._codes[path] = found
-        return self._codes[path]
+        it)."""
+        return self._codes_by(path, 0) | self._codes_by(path, 1)
 
     def from_its_file(self, code):
         """Whether `code` is code its own file holds (what a fake file name cannot give)."""
         key = id(code)
         if key not in self._judged:
             path = code.co_filename
-            self._judged[key] = (code, os.path.isfile(path) and code in self.codes_of(path))
+            self._judged[key] = (code, os.path.isfile(path) and self.holds(path, code))
         return self._judged[key][1]
 
     def repository_code(self, code):
