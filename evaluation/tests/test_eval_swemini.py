@@ -71,7 +71,8 @@ def _rigged(nodeids: list[str]) -> str:
 def test_rewriting_the_graded_tests_of_a_swe_mini_task_earns_nothing(subset):
     """Regression: swe-mini's graded tests live in the repository and nothing restored them, so a
     patch that replaced them by same-named tests that pass, and left the bug, was resolved. On
-    one task of each of two projects: reward 0 now, reward 1 with the restore switched off."""
+    one task of each of two projects: reward 0 now, reward 1 with the restore switched off (and
+    the issue's reproduction, which catches the left bug on its own, switched off too)."""
     from deepswe.env.episode import run_task
     from deepswe.env.policies.scripted import FINISH, ScriptedPolicy
     from deepswe.env.sandbox import SandboxLimits
@@ -102,7 +103,9 @@ def test_rewriting_the_graded_tests_of_a_swe_mini_task_earns_nothing(subset):
         assert all(f"b/{p}" in traj.patch for p in task.hidden.graded_files), traj.patch
         assert (traj.outcome, traj.reward) == ("unresolved", 0.0), traj.grade
         unguarded = task.model_copy(
-            update={"hidden": task.hidden.model_copy(update={"graded_files": []})}
+            update={
+                "hidden": task.hidden.model_copy(update={"graded_files": [], "reproduction": None})
+            }
         )
         control = run_task(unguarded, ScriptedPolicy([*script, FINISH]), sandbox_limits=limits)
         assert (control.outcome, control.reward) == ("resolved", 1.0), control.grade
