@@ -786,3 +786,27 @@ def test_honest_suites_are_not_tampered(tmp_path: Path, name: str) -> None:
     run = launch(repo, touched=[])
     assert_clean(run)
     assert set(run.statuses.values()) == {"PASSED"} and len(run.statuses) >= 3, run.statuses
+
+
+def test_pytest_that_is_the_repositorys_own_is_refused_by_name(tmp_path: Path) -> None:
+    """pytest-dev/pytest's rows (SWE-Bench-Verified's pytest-dev__pytest-7432): pytest is
+    installed from the repository itself, so the code under test would be the runner. The
+    launcher says so and exits 78, before the report starts (the reward run makes it the task's
+    refusal, reward.RUNNER_REFUSED), instead of failing to import pytest."""
+    import shutil
+    import venv
+
+    import pluggy
+
+    from deepswe.env.reward import RUNNER_REFUSED
+
+    venv.create(tmp_path / "env", with_pip=False)
+    site = next((tmp_path / "env").glob("lib/python*/site-packages"))
+    shutil.copytree(Path(pluggy.__file__).parent, site / "pluggy")
+    repo = make_repo(tmp_path / "repo")
+    (repo / "src" / "pytest").mkdir(parents=True)
+    (repo / "src" / "pytest" / "__init__.py").write_text("raise SystemExit('never imported')\n")
+    (site / "editable.pth").write_text(f"{repo / 'src'}\n")
+    run = launch(repo, python=str(tmp_path / "env" / "bin" / "python"), canaries=False)
+    assert not run.rep.started
+    assert RUNNER_REFUSED in run.output and "swebench rules" in run.output, run.output

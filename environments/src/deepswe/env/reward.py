@@ -158,7 +158,7 @@ def run_reward(task: Task, patch: str, sandbox: Sandbox, *, workdir: str = "/tes
         if task.environment is not None:
             _put_grading_wheels(run, task)
         if owned is not None:
-            return _run_owned(run, owned, grader_dir, touched)
+            return _run_owned(run, owned, grader_dir, touched, sorted(changed))
         spec = task.test_spec
         tests = sandbox.run(f"{spec.command} 2>&1", cwd=workdir, timeout=spec.timeout_s)
         run.log += [START_TEST_OUTPUT, tests.stdout, END_TEST_OUTPUT]
@@ -333,10 +333,17 @@ def _plant_canaries(run: _Run, runner: str) -> Canaries | None:
     return planted[1]
 
 
-def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[str]) -> RewardRun:
+# What the pytest launcher says, and exits 78 with, when pytest is the repository's own.
+RUNNER_REFUSED = "deepswe-grader: pytest is the repository's own"
+
+
+def _run_owned(
+    run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[str], changed: list[str]
+) -> RewardRun:
     """The tests run by the grader's launcher (pytest's, or the unittest one for a runner the
     hidden tests ship) as the tester, root's canaries written into a graded file first; the
-    section graded is what the launcher's vault reported, its MAC checked with this run's key."""
+    section graded is what the launcher's vault reported, its MAC checked with this run's key.
+    `touched`: the paths the patch changed but the task's own; `changed`: all of them."""
     key = secrets.token_bytes(32)
     planted = _plant_canaries(run, owned.runner)
     protected = graded_paths(run.task)
@@ -346,6 +353,7 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
         "grader_dir": grader_dir,
         "protected": protected,
         "touched": touched,
+        "changed": changed,
     }
     launcher = LAUNCHER if owned.runner == "pytest" else UNITTEST_LAUNCHER
     for part in (launcher, SEAL):
@@ -360,6 +368,9 @@ def _run_owned(run: _Run, owned: OwnedCommand, grader_dir: str, touched: list[st
         json.dumps(settings),
     )
     rep = read_report(raw, key)
+    refusal = next((x for x in tests.stdout.splitlines() if x.startswith(RUNNER_REFUSED)), "")
+    if not rep.started and refusal:  # the runner is the code under test (pytest's own rows)
+        return run.infra(refusal[len("deepswe-grader: ") :])
     if not rep.started and not tests.timed_out:
         raise SandboxError(
             f"the grader's {owned.runner} launcher did not start (exit {tests.exit_code}): "

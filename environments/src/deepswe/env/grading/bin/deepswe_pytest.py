@@ -4,7 +4,8 @@ Copied into the grading sandbox (outside the repository) with deepswe_seal.py an
     <python> [options] deepswe_pytest.py SETTINGS_FD [pytest args...]
 in place of `<python> -m pytest [pytest args...]`, in the same working directory. SETTINGS_FD is a
 descriptor root opened on the settings (JSON: {"report_fd", "key", "grader_dir", "protected":
-[the graded files and conftests, repository paths], "touched": [paths the patch changed]}); they
+[the graded files and conftests, repository paths], "touched": [paths the patch changed, but the
+task's own], "changed": [every path the patch changed]}); they
 are read and the descriptor closed before any repository code runs. The report goes to the pipe
 `report_fd` through the vault (deepswe_seal.py: every line folded into an HMAC root checks):
 
@@ -54,6 +55,7 @@ in the syntax of the oldest Python a task image may have (3.5: no f-strings, no 
 import contextlib
 import functools
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -193,6 +195,20 @@ def _code_of(obj):
     return None
 
 
+def _closes_over(wrapper, inner):
+    """Whether `inner` is a function `wrapper`'s closure holds (what it calls, not a name it
+    shows)."""
+    if not isinstance(inner, types.FunctionType):
+        return False
+    for cell in getattr(wrapper, "__closure__", None) or ():
+        try:
+            if cell.cell_contents is inner:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
 def _verdict(trust, touched, since, known):
     """verdict(obj): None when obj's code is trusted, else why not. `known` holds the code objects
     of what ran before any repository code (trusted as they are)."""
@@ -301,6 +317,8 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
     from _pytest.reports import TestReport
 
     touched = set(os.path.realpath(os.path.join(cwd, p)) for p in settings.get("touched", []))
+    # every path the patch changed, the task's own files (the gold patch's) included
+    changed = set(os.path.realpath(os.path.join(cwd, p)) for p in settings.get("changed", []))
     rewrite_test = getattr(_rw, "_rewrite_test", None)
     known = {}  # id(code) -> code: what was registered before any repository code ran
     verdict = _verdict(trust, touched, since, known)
@@ -347,13 +365,19 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 if trust.holds(path, code):
                     return None
                 break
+            inner = getattr(fn, "__wrapped__", None)
             if trust.in_repository(where):
                 if _test_file(where, cwd) and verdict(fn) is None:
                     return None
+                # The repository's own decorator (scikit-learn's ignore_warnings) is followed as
+                # an installed one is, when the patch changed nothing in its file, nothing wrote
+                # the file during the run, its code is the file's, and the function it names as
+                # wrapped is the one its closure calls.
+                if where in changed or verdict(fn) is not None or not _closes_over(fn, inner):
+                    break
+            elif verdict(fn) is not None:  # installed code that is not its file's
                 break
-            if verdict(fn) is not None:  # installed code that is not its file's
-                break
-            fn = getattr(fn, "__wrapped__", None)
+            fn = inner
             if not isinstance(fn, types.FunctionType):
                 break
         return "the graded test %s does not run its file's code" % item.nodeid
@@ -519,7 +543,21 @@ def main(argv):
     saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if not _under(p, here) and not _repository_path(p, cwd)]
     import pluggy
-    import pytest  # noqa: E402
+
+    try:
+        import pytest  # noqa: E402
+    except ImportError:
+        sys.path[:] = saved
+        spec = importlib.util.find_spec("pytest")
+        if spec is not None and spec.origin and _repository_path(os.path.dirname(spec.origin), cwd):
+            # pytest-dev/pytest's own rows: the runner is the code under test
+            sys.stderr.write(
+                "deepswe-grader: pytest is the repository's own (%s): strict rules cannot run the "
+                "code under test as their runner; grade this task under swebench rules\n"
+                % spec.origin
+            )
+            return 78
+        raise
 
     runner_dirs = [os.path.dirname(m.__file__) for m in (pytest, pluggy, unittest.case)]
     runner_dirs.append(os.path.dirname(importlib.import_module("_pytest").__file__))
