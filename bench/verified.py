@@ -33,9 +33,13 @@ Fresh draws: --exclude-named draws outside every instance id this repository's t
 name (earlier draws, tables, tests); --mirrored-only draws among the repositories that have a
 clone under mirror/ (the others are named).
 
+--rules strict grades the same rows under strict rules (the grader's own launcher, as the
+tester; environments/README.md), where a command the grader cannot own or a row whose runner is
+the code under test ends `infra_error` with the refusal as its reason; give it its own --out.
+
 Run: DEEPSWE_VERIFIED_DIR=/data/verified .venv/bin/python bench/verified.py [--ids ID ...]
      [--draw 41 --seed 27 [--exclude-named] [--mirrored-only]] [--out runs/bench-verified]
-     [--retry-failed] [--network]
+     [--retry-failed] [--network] [--rules strict]
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ def _log(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr, flush=True)
 
 
-def one(row: dict, mirror: Path, folder: Path) -> dict:
+def one(row: dict, mirror: Path, folder: Path, rules: str | None = None) -> dict:
     from deepswe.data.loaders.swebench import swebench_row_to_task
     from deepswe.env.episode import grade_patch
     from deepswe.env.images.sizes import layer_sizes
@@ -172,6 +176,11 @@ def one(row: dict, mirror: Path, folder: Path) -> dict:
         sizes.history_mb,
         sizes.task_mb,
     )
+    if rules is not None:  # --rules: the same row graded under other rules (issue #42: strict)
+        task = task.model_copy(
+            update={"test_spec": task.test_spec.model_copy(update={"rules": rules})}
+        )
+        res["rules"] = task.test_spec.grading_rules
     limits = SandboxLimits(memory="4g", pids=2048, command_timeout_s=1800)
     grades = {}
     for name, patch in (("gold", task.gold_patch or ""), ("empty", "")):
@@ -229,6 +238,12 @@ def main() -> None:
     ap.add_argument("--retry-failed", action="store_true", help="redo rows that failed to build")
     ap.add_argument("--network", action="store_true", help="grade NEEDS_NETWORK rows too")
     ap.add_argument(
+        "--rules",
+        choices=["strict", "swebench"],
+        default=None,
+        help="grade under these rules instead of the task's own (use its own --out)",
+    )
+    ap.add_argument(
         "--exclude-named", action="store_true", help="draw outside every id this repository names"
     )
     ap.add_argument(
@@ -275,7 +290,7 @@ def main() -> None:
             or (args.retry_failed and r["status"] == "build_failed")
         ):
             _log(f"{iid}: building and grading")
-            r = one(rows[iid], Path(root) / "mirror", args.out / iid)
+            r = one(rows[iid], Path(root) / "mirror", args.out / iid, args.rules)
             stored.parent.mkdir(parents=True, exist_ok=True)
             tmp = stored.with_suffix(".tmp")
             tmp.write_text(json.dumps(r, indent=1))
