@@ -141,3 +141,41 @@ def test_weak_tests_are_found_and_proven_strong_ones_are_not(strong, tmp_path) -
     again = grade_patch(hard, wrong.patch, image=hard_image).grade
     assert again.outcome is Outcome.UNRESOLVED and again.p2p_failed == [wrong.killed_by]
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_test_missing_from_the_survivors_run_proves_nothing(tmp_path) -> None:
+    """isodate's tests/test_date.py numbers its parameters in an order that varies between runs:
+    ids that passed with gold twice may simply not come back in a survivor's run. Only a test
+    that ran and failed kills; the grader's own results (GradeResult) are what `measure` reads,
+    from a grade function given in place of the reward run."""
+    from deepswe.env.grading.outcomes import GradeResult, TestStatus
+    from deepswe.env.reward import RewardRun
+    from deepswe.eval.strength import measure
+
+    repo, base = _repo(tmp_path, strong=False)
+    task = _task(repo, base, ["test_thirty"], "logic")
+    a, b, c = (f"tests/test_more.py::test_{n}" for n in ("a", "b", "c"))
+
+    def grade(t, patch):
+        if not t.hidden.pass_to_pass and not t.hidden.fail_to_pass:  # the wider probe
+            statuses = {a: TestStatus.PASSED, b: TestStatus.PASSED, c: TestStatus.PASSED}
+            g = GradeResult(
+                outcome=Outcome.UNRESOLVED, parser="pytest", reason="probe", statuses=statuses
+            )
+        elif t.hidden.pass_to_pass == sorted([a, b, c]):  # the survivor's wider run: b missing
+            statuses = {a: TestStatus.PASSED, c: TestStatus.PASSED}
+            g = GradeResult(
+                outcome=Outcome.UNRESOLVED,
+                parser="pytest",
+                reason="b missing",
+                statuses=statuses,
+                p2p_failed=[b],
+                missing=[b],
+            )
+        else:  # the task's own grading: every mutant survives
+            g = GradeResult(outcome=Outcome.RESOLVED, parser="pytest", reason="resolved")
+        return RewardRun(g, "", "")
+
+    result = measure(task, 2, grade=grade)
+    assert result.mutants >= 1 and not result.proven_wrong
+    assert len(result.undecided) == result.mutants

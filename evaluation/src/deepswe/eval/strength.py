@@ -3,9 +3,11 @@
     gold patch -> k mutants (deepswe.eval.mutants) -> each graded like any episode (the task's own
     reward run, strict rules): resolved = a survivor
     survivors -> the wider run: every test in the folders holding the graded files, run twice
-    with gold (the tests that pass both times), then with each survivor: one of those failing
-    proves it wrong (`killed_by`); nothing failing leaves it undecided (possibly equivalent to
-    gold), never called wrong
+    with gold (the tests that pass both times), then with each survivor: one of those run and
+    failing proves it wrong (`killed_by`); nothing failing leaves it undecided (possibly
+    equivalent to gold), never called wrong. A test absent from the survivor's run proves
+    nothing: test ids can change from run to run (isodate's tests/test_date.py numbers its
+    parameters in an order that varies), and an id that did not come back did not fail
 
 A task with a proven-wrong survivor is *weak*: a nearly-right fix earns reward 1 there, and
 GRPO++ rewards it like the right one. The record (`TaskStrength`) goes into the task's row of the
@@ -128,7 +130,8 @@ def _prove(
     proven, undecided = [], []
     for m in survivors:
         run = _decided(grade, wide, m.patch)
-        failed = [t for t in run.p2p_failed if t in (passing or ())]
+        ran = run.statuses
+        failed = [t for t in run.p2p_failed if t in (passing or ()) and t in ran]
         row = Survivor(operator=m.operator, change=m.change, patch=m.patch, wider=run.outcome.value)
         if run.outcome is Outcome.UNRESOLVED and failed:
             proven.append(row.model_copy(update={"killed_by": failed[0]}))
