@@ -58,6 +58,17 @@ def test_a_partial_fix_leaves_one_hunk_out() -> None:
     assert all(("+a = 2" in m.patch) != ("+b = 2" in m.patch) for m in partial)
 
 
+def test_a_partial_fix_never_leaves_out_only_docs() -> None:
+    """aiohttp_0fdcc291's gold edits docs/web_advanced.rst beside the code: a mutant without that
+    hunk behaves as gold does, so it is never made."""
+    code = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+    docs = "--- a/docs/m.rst\n+++ b/docs/m.rst\n@@ -3 +3 @@\n-old words\n+new words\n"
+    partial = [m for m in make_mutants(code + docs, 20, 1) if m.operator == "partial-fix"]
+    assert (
+        len(partial) == 1 and "+new words" in partial[0].patch and "+a = 2" not in partial[0].patch
+    )
+
+
 # --- in containers --------------------------------------------------------------------------
 
 

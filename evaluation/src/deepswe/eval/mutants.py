@@ -254,7 +254,9 @@ def old_value(gold: str, found: list[Site]) -> list[Mutant]:
 
 
 def partial_fix(gold: str, found: list[Site]) -> list[Mutant]:
-    """Gold with one hunk left out (a patch of two hunks or more)."""
+    """Gold with one hunk of Python source left out (a patch of two hunks or more). A hunk in any
+    other file (docs, a changelog) changes no behaviour: leaving it out would only make a mutant
+    equivalent to gold."""
     try:
         files = PatchSet(gold)
     except UnidiffParseError:
@@ -264,6 +266,8 @@ def partial_fix(gold: str, found: list[Site]) -> list[Mutant]:
         return []
     out = []
     for fi, hi in hunks:
+        if not files[fi].path.endswith(".py"):
+            continue
         cut = PatchSet(gold)
         f = cut[fi]
         del f[hi]
