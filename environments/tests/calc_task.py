@@ -10,6 +10,7 @@ from pathlib import Path
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
 from deepswe.data.toy import git
+from deepswe.data.toy import pth_install as pth  # the name the grading tests import
 from deepswe.env.episode import grade_patch
 from deepswe.env.sandbox import SandboxLimits
 
@@ -24,14 +25,6 @@ TESTS = (
 )
 CONFTEST = 'pytest_plugins = ["calc.testing"]\n'
 PLUGIN = "import pytest\n\n\n@pytest.fixture\ndef two():\n    return 2\n"
-
-
-def pth(folder: str = "/testbed") -> str:
-    """The install line that puts `folder` on sys.path through a .pth file."""
-    return (
-        "python -c 'import site, pathlib; "
-        f'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("{folder}\\n")\''
-    )
 
 
 def make_repo(root: Path, package: str = "calc", plugin: bool = True) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import commit_repo, diff_to, git, write_tasks
+from deepswe.data.toy import commit_repo, diff_to, git, pth_install, write_tasks
 from deepswe.env.agent.parser import parse_action
 from deepswe.eval.attacks import ATTACKS, AttackPolicy, command_of, script_of, script_sha256
 
@@ -160,10 +160,7 @@ def task_file(tmp_path) -> Path:
     """A one-task set in swe-mini's shape (tests in the repository, the repository on
     sys.path through a .pth file), as environments/tests/test_grading_takeover.py builds it."""
     repo = make_repo(tmp_path)
-    pth = (
-        "python -c 'import site, pathlib; "
-        'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
-    )
+    pth = pth_install()
     task = Task(
         instance_id="calc__audit-1",
         repo="calc/calc",

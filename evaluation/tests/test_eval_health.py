@@ -19,7 +19,7 @@ import pytest
 
 from deepswe.data.datasets import load_tasks
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import commit_repo, diff_to, git, write_tasks
+from deepswe.data.toy import commit_repo, diff_to, git, pth_install, write_tasks
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.audit import build_manifest, dataset_sha256
@@ -201,10 +201,7 @@ CLOCK = (
     f"    time.sleep((window + 1) * {WINDOW_S} - now + 0.2)\n"
     "    assert window % 2 == 0\n"
 )
-PTH = (
-    "python -c 'import site, pathlib; "
-    'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
-)
+PTH = pth_install()
 
 
 def _real_task(

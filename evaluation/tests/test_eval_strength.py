@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
-from deepswe.data.toy import commit_repo, diff_to, git
+from deepswe.data.toy import commit_repo, diff_to, git, pth_install
 from deepswe.env.grading.outcomes import Outcome
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.eval.mutants import OPERATORS, make_mutants, sites
@@ -73,10 +73,7 @@ def test_a_partial_fix_never_leaves_out_only_docs() -> None:
 
 
 def _task(repo, base: str, tests: list[str], name: str) -> Task:
-    pth = (
-        "python -c 'import site, pathlib; "
-        'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("/testbed\\n")\''
-    )
+    pth = pth_install()
     return Task(
         instance_id=f"age__{name}-1",
         repo="age/age",

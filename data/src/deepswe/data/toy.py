@@ -114,6 +114,15 @@ def make_toy_tasks(root: Path, n: int = 4) -> list[Task]:
     return tasks
 
 
+def pth_install(folder: str = "/testbed") -> str:
+    """The install line that puts `folder` on the image's sys.path through a .pth file, as
+    swe-mini's rows do (the working tree imported without a build backend, offline)."""
+    return (
+        "python -c 'import site, pathlib; "
+        f'pathlib.Path(site.getsitepackages()[0], "testbed.pth").write_text("{folder}\\n")\''
+    )
+
+
 def write_tasks(tasks: list[Task], path: Path) -> Path:
     """One Task JSON a line, the format `load_tasks` reads."""
     path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
