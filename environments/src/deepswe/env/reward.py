@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from unidiff.errors import UnidiffParseError
 
 from deepswe.data.task import Task
+from deepswe.env.apply import Applied, apply_patch
 from deepswe.env.grading import canaries, reproduction
 from deepswe.env.grading.canaries import Canaries
 from deepswe.env.grading.grade import gate_line, infra_change_line, judge
@@ -52,8 +53,7 @@ from deepswe.env.grading.owned import (
     own_pytest_command,
     strict_refusal,
 )
-from deepswe.env.grading.patch import RESET_EXIT, patch_apply_script
-from deepswe.env.grading.patch_check import check_in_tree, check_text, read_patch
+from deepswe.env.grading.patch_check import read_patch
 from deepswe.env.grading.report import judge_report, read_report
 from deepswe.env.grading.static_gate import scan_patch
 from deepswe.env.grading.tester import REPORT_FD, SETTINGS_FD, run_as_tester
@@ -76,9 +76,6 @@ from deepswe.env.r2e_layout import (
 )
 from deepswe.env.sandbox import Sandbox, SandboxError
 from deepswe.env.workspace import changed_paths, take_snapshot
-
-PATCH_PATH = "/tmp/deepswe/model.patch"
-APPLY_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -201,45 +198,6 @@ class _Run:
 def one_line(text: str) -> str:
     """`text` as one line: what a command printed must never start a line of the graded log."""
     return " ".join(text.split())[:500]
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What applying a patch did: `ok`, the paths it names, why not (empty when it applied or
-    when every attempt simply failed), and what the apply printed (for people, never graded)."""
-
-    ok: bool
-    paths: list[str]
-    why: str = ""
-    output: str = ""
-
-
-def apply_patch(
-    sandbox: Sandbox, patch: str, workdir: str = "/testbed", path: str = PATCH_PATH
-) -> Applied:
-    """`patch` checked (grading.patch_check: paths out of the tree, into .git, ignored,
-    bytecode...) and applied by SWE-bench's chain from the start snapshot (`take_snapshot` first).
-    The script's exit status decides, never what it printed (a patch's own lines are echoed).
-    A timeout on a sandbox that still answers is the patch's (GNU patch's fuzz grinding on), and
-    so is a tree check of its paths that fails there (refused); the patch and its paths reach
-    the sandbox in files, never on a command line (thousands of new files must grade).
-    SandboxError when the sandbox does not answer or cannot be put back between attempts."""
-    if not patch.strip():
-        return Applied(ok=True, paths=[])
-    paths, refused = check_text(patch)
-    refused = refused or check_in_tree(sandbox, paths, workdir)
-    if refused:
-        return Applied(ok=False, paths=paths, why=f"refused before any attempt: {refused}")
-    sandbox.write_file(path, patch if patch.endswith("\n") else patch + "\n")
-    r = sandbox.run(patch_apply_script(path, workdir), timeout=APPLY_TIMEOUT_S)
-    if r.timed_out:
-        if sandbox.run("true", timeout=30).exit_code != 0:
-            raise SandboxError(f"applying the patch timed out after {APPLY_TIMEOUT_S:.0f}s")
-        why = f"timed out after {APPLY_TIMEOUT_S:.0f}s"
-        return Applied(ok=False, paths=paths, why=why, output=r.output)
-    if r.exit_code == RESET_EXIT:
-        raise SandboxError("the sandbox could not be put back to its start between attempts")
-    return Applied(ok=r.exit_code == 0, paths=paths, output=r.output)
 
 
 def _put_hidden_tests(run: _Run, restored: list[str]) -> str:

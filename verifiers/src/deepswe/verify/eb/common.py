@@ -3,7 +3,7 @@ applies it, a result cache keyed by (task, patch hash), and a bounded worker poo
 
 Every run is in a fresh sandbox of the task's image: nothing one candidate did can leak into the
 next one's run. The patch goes in exactly as the reward run puts it in
-(`deepswe.env.reward.apply_patch`: the patch's paths checked, SWE-bench's apply chain from the
+(`deepswe.env.apply.apply_patch`: the patch's paths checked, SWE-bench's apply chain from the
 snapshot, exit statuses deciding). Infrastructure failures are raised as the env's `INFRA_EXCEPTIONS` and become
 UNREACHABLE verdicts upstream, never a score.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from deepswe.data.task import Task
+from deepswe.env.apply import apply_patch as reward_apply
 from deepswe.env.episode import INFRA_EXCEPTIONS
 from deepswe.env.images.task import ensure_task_image
-from deepswe.env.reward import apply_patch as reward_apply
 from deepswe.env.sandbox import Sandbox, SandboxLimits, backend_class
 from deepswe.env.workspace import take_snapshot
 from deepswe.eval.store import atomic_write_json
@@ -84,7 +84,7 @@ def fresh_sandbox(image: str, plan: SandboxPlan) -> Iterator[Sandbox]:
 
 
 def apply_patch(sandbox: Sandbox, patch: str) -> tuple[bool, str]:
-    """Apply `patch` exactly as the reward run does (`deepswe.env.reward.apply_patch`: the same
+    """Apply `patch` exactly as the reward run does (`deepswe.env.apply.apply_patch`: the same
     checks, the same chain, exit statuses deciding); (applied, what the apply printed and why
     not). A sandbox that cannot be reset or does not answer is the harness's (SandboxError)."""
     applied = reward_apply(sandbox, patch, WORKDIR, PATCH_PATH)
