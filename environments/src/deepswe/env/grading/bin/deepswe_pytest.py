@@ -483,6 +483,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(self, session, config, items):
             post("collected", tuple((item.nodeid, pos(item.nodeid)) for item in items))
+            state["items"] = dict((item.nodeid, item) for item in items)
             for item in items:
                 why = graded_code(item)
                 if why:
@@ -514,6 +515,11 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 word = "XFAIL" if xfail else "SKIPPED"
             else:
                 word = ""
+            if report.when == "call":  # again once it ran: a wrapper's closure swapped meanwhile
+                item = state.get("items", {}).get(report.nodeid)
+                why = graded_code(item) if item is not None else None
+                if why:
+                    tampered(why)
             post("status", report.nodeid, report.when, word, type(report) is TestReport)
             if report.when == "teardown":  # once a test: after its last report
                 check(True)
