@@ -305,3 +305,54 @@ def test_a_fix_that_works_only_under_pytest_fails_the_reproduction(repo, repro_t
     gold = _grade(repro_task, repro_task.gold_patch, image)
     assert gold.grade.outcome is Outcome.RESOLVED, gold.text
     assert "Reproduction Run (as the fix does)" in gold.log
+
+
+# Found while checking the decorator change (2026-12-06), not held: the standard library's
+# contextlib._GeneratorContextManager.__exit__ rebound (no audit event sees a class attribute
+# stored; the launcher checks only the callables it names) to swallow an AssertionError while
+# PYTEST_CURRENT_TEST names the graded test. pytest's own call-phase wrappers run the test inside
+# such context managers, so the failure never reaches the report; root's canaries, named
+# otherwise, are spared. Kept as a strict xfail: it must start failing once this is closed.
+STDLIB_SWALLOW = """import contextlib
+import os
+
+_exit = contextlib._GeneratorContextManager.__exit__
+
+
+def _swallow(self, typ, value, tb):
+    if typ is not None and issubclass(typ, AssertionError):
+        if "::test_add " in os.environ.get("PYTEST_CURRENT_TEST", ""):
+            _exit(self, None, None, None)
+            return True
+    return _exit(self, typ, value, tb)
+
+
+contextlib._GeneratorContextManager.__exit__ = _swallow
+"""
+
+
+@pytest.mark.xfail(
+    strict=True, reason="open hole: a standard-library class attribute rebound, canaries spared"
+)
+def test_a_standard_library_context_manager_rebound_to_swallow_the_failure(repo, task, image):
+    patch = patch_of(repo, {"calc/__init__.py": STDLIB_SWALLOW})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    assert _grade(task, patch, image).grade.outcome is not Outcome.RESOLVED
+
+
+# Found the same day, not held: the reproduction's report is the last line its process prints,
+# and the code under test runs in that process; an atexit handler prints a report of its own
+# after the harness's. A fix that works only under pytest then passes the reproduction too.
+FORGED_REPRO_REPORT = UNDER_PYTEST_ONLY + (
+    "\n\nimport atexit\nimport sys\n\n"
+    "atexit.register(\n"
+    "    lambda: sys.__stdout__.write("
+    '\'\\n{"last": "5", "exception": null, "exception_types": []}\\n\')\n'
+    ")\n"
+)
+
+
+@pytest.mark.xfail(strict=True, reason="open hole: the reproduction's report is printed in-process")
+def test_a_reproduction_report_forged_at_exit(repo, repro_task, image):
+    patch = patch_of(repo, {"calc/ops.py": FORGED_REPRO_REPORT})
+    assert _grade(repro_task, patch, image).grade.outcome is not Outcome.RESOLVED
