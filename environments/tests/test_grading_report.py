@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import hmac
-import json
 import subprocess
 import sys
 
@@ -228,10 +227,11 @@ def test_the_fail_copys_last_assertion_is_never_true() -> None:
         assert eval(tail.removeprefix("assert ")) is False, (seed, tail)
 
 
-def _report(last: str | None = None, types: list[str] = (), exception: str | None = None) -> str:
-    """What the snippet harness prints last (deepswe.data.swemini.snippet.SNIPPET_HARNESS)."""
-    body = {"last": last, "exception": exception, "exception_types": list(types)}
-    return "anything the code printed\n\n" + json.dumps(body) + "\n"
+def _report(last: str | None = None, types: list[str] = (), exception: str | None = None):
+    """What the reproduction launcher's vault reports (bin/deepswe_repro.py)."""
+    from deepswe.env.grading.reproduction import Result
+
+    return Result(last, bool(types), exception, list(types))
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def _report(last: str | None = None, types: list[str] = (), exception: str | Non
         ("raises", "ValueError", _report(None, ["ValueError", "Exception"], "ValueError: x"), True),
         ("raises", "ValueError", _report("ok"), False),
         ("raises", "ValueError", _report(None, ["KeyError"], "KeyError: 1"), False),
-        ("runs", "", "the code ended the process before the report\n", False),
+        ("runs", "", None, False),  # no authentic report
     ],
 )
 def test_the_reproduction_is_judged_by_what_the_fix_does(fixed, expected, output, ok) -> None:

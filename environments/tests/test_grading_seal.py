@@ -340,9 +340,10 @@ def test_a_standard_library_context_manager_rebound_to_swallow_the_failure(repo,
     assert _grade(task, patch, image).grade.outcome is not Outcome.RESOLVED
 
 
-# Found the same day, not held: the reproduction's report is the last line its process prints,
-# and the code under test runs in that process; an atexit handler prints a report of its own
-# after the harness's. A fix that works only under pytest then passes the reproduction too.
+# Found the same day, held since: the reproduction's report was the last line its process printed,
+# and the code under test runs in that process; an atexit handler printed a report of its own after
+# the harness's, and a fix that works only under pytest passed the reproduction too. The result
+# now leaves through the launcher's vault (bin/deepswe_repro.py); what is printed is never read.
 FORGED_REPRO_REPORT = UNDER_PYTEST_ONLY + (
     "\n\nimport atexit\nimport sys\n\n"
     "atexit.register(\n"
@@ -352,7 +353,6 @@ FORGED_REPRO_REPORT = UNDER_PYTEST_ONLY + (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="open hole: the reproduction's report is printed in-process")
 def test_a_reproduction_report_forged_at_exit(repo, repro_task, image):
     patch = patch_of(repo, {"calc/ops.py": FORGED_REPRO_REPORT})
     assert _grade(repro_task, patch, image).grade.outcome is not Outcome.RESOLVED

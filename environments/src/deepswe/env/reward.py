@@ -350,9 +350,15 @@ def _run_owned(
         run.facts["rejected"] = judged.rejected
     repro = run.task.hidden.reproduction
     if repro is not None and judge(run.task, run.section, RunFacts(**run.facts)).resolved:
-        why = reproduction.check(run.sandbox, grader_dir, repro, owned.interpreter, run.workdir)
+        checked = reproduction.check(
+            run.sandbox, grader_dir, repro, owned.interpreter, run.workdir, protected
+        )
+        why = checked.why
         run.log.append(f"{REPRODUCTION_RUN} ({one_line(why) if why else 'as the fix does'})")
         run.facts["reproduction"] = why
+        if checked.tampered:
+            run.log.append(f"{TEST_RUN_TAMPERED} ({one_line('; '.join(checked.tampered))})")
+            run.facts["tampered"] = [*run.facts.get("tampered", []), *checked.tampered]
     return run.done()
 
 

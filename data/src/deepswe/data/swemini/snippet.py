@@ -29,7 +29,8 @@ SNIPPET_TIMEOUT_S = 30.0
 
 # Runs in the task's interpreter (3.11): the snippet comes on stdin, the report goes to stdout
 # as the last line, after anything the snippet itself wrote to stderr. Grading runs a row's
-# reproduction with it too (deepswe.env.grading.reproduction), as synthesis ran it.
+# reproduction the same way but reports through its sealed vault, never through stdout
+# (deepswe.env.grading.reproduction, bin/deepswe_repro.py).
 SNIPPET_HARNESS = r"""
 import contextlib, io, json, sys, traceback
 code = sys.stdin.read()

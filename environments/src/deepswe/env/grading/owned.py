@@ -29,7 +29,8 @@ from deepswe.data.task import TestSpec
 
 LAUNCHER = Path(__file__).parent / "bin" / "deepswe_pytest.py"
 UNITTEST_LAUNCHER = Path(__file__).parent / "bin" / "deepswe_unittest.py"
-SEAL = Path(__file__).parent / "bin" / "deepswe_seal.py"  # imported by both launchers
+REPRO_LAUNCHER = Path(__file__).parent / "bin" / "deepswe_repro.py"  # the reproduction's
+SEAL = Path(__file__).parent / "bin" / "deepswe_seal.py"  # imported by every launcher
 SHADOW_PROBE = Path(__file__).parent / "bin" / "deepswe_shadow.py"
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -167,6 +168,7 @@ def strict_refusal(spec: TestSpec) -> str | None:
 
 __all__ = [
     "LAUNCHER",
+    "REPRO_LAUNCHER",
     "SCRIPT_PYTHON_FUNCTION",
     "SEAL",
     "SHADOW_PROBE",

@@ -21,7 +21,7 @@ from deepswe.env.grading.canaries import Canaries
 
 STARTED = "# deepswe-grader report v3"
 _CLOSING = re.compile(
-    rb"^=+ (deepswe-grader: (?:pytest\.main|unittest) returned (-?\d+) (\S+)) ([0-9a-f]{64}) =+$",
+    rb"^=+ (deepswe-grader: (?:pytest\.main|unittest|reproduction) returned (-?\d+) (\S+)) ([0-9a-f]{64}) =+$",
     re.MULTILINE,
 )
 _TAMPERED = re.compile(r"^# deepswe-grader: TAMPERED (.*)$", re.MULTILINE)

@@ -1,7 +1,8 @@
 """The grader's seal: what proves a report genuine, and the capabilities a takeover needs, kept from
 the code under test that shares the test process.
 
-Imported by the grader's launchers (deepswe_pytest.py, deepswe_unittest.py) from their own folder
+Imported by the grader's launchers (deepswe_pytest.py, deepswe_unittest.py, deepswe_repro.py) from
+their own folder
 before any repository code runs:
 
     settings (an inherited descriptor: read, closed) -> install(settings) -> post(kind, ...)
@@ -33,13 +34,18 @@ no fix or test does, where the code asking is the repository's (`Trust.repositor
 - adding an audit hook; ctypes' audited memory reads (`string_at`, `wstring_at`, `from_address`)
   and symbol look-ups;
 - replacing the code of a function of the runner's (pytest, pluggy, unittest), of the grader's,
-  or of a protected file (the graded tests, every conftest.py);
+  or of a protected file (the graded tests, every conftest.py), or the defaults of the grader's;
 - opening the grader's folder, any `/proc/<pid>/mem`, or bytecode of a protected file that root
   did not write (pytest's assertion-rewrite cache: the tester cannot write the protected folders'
   `__pycache__`, root made them; a cache elsewhere, through `sys.pycache_prefix`, is this).
 What it cannot stop: ctypes reaches memory without an audit event once imported (`ctypes.cast`),
 so code that finds OpenSSL's HMAC state in the process's memory can forge a report; module and
-class attributes can be rebound without an event (the launchers check those by identity).
+class attributes can be rebound without an event (the launchers check those by identity). Frames:
+`f_back` is read without an event, and a trace or profile function the code under test sets is
+called for the launcher's own frames, where (Python 3.8-3.12) what it writes to `f_locals` is
+copied back into them; from Python 3.13 `f_locals` writes through with no tracer at all. The
+reproduction's launcher refuses setting a trace or profile function (`tracing=False`); the tests'
+launchers cannot (coverage.py's own tests set one), and 3.13's write-through is open in all three.
 
 Standalone: the standard library only, in the syntax of the oldest Python a task image may have.
 """
@@ -56,6 +62,13 @@ STARTED = "# deepswe-grader report v3"
 HEADER = "=" * 27 + " short test summary info " + "=" * 28
 MARK = "# deepswe-grader: "
 SEALED = hasattr(sys, "addaudithook")
+# The events that set a trace or profile function (the all-threads ones from Python 3.12).
+TRACING = (
+    "sys.settrace",
+    "sys.setprofile",
+    "sys._settraceallthreads",
+    "sys._setprofileallthreads",
+)
 
 
 class Trust(object):
@@ -86,6 +99,9 @@ class Trust(object):
         if path in self.protected:
             return True
         return os.path.basename(path) == "conftest.py" and self.in_repository(path)
+
+    def grader_file(self, path):
+        return os.path.realpath(path).startswith(self.grader_dir)
 
     def runner_file(self, path):
         path = os.path.realpath(path)
@@ -225,6 +241,25 @@ def _vault(key, fd, main_frame, runner):
         if type(where) is str:
             line("ERROR " + where)
 
+    def reproduction(args):
+        # (last, raised, exception, types): the reproduction's result (deepswe_repro.py), once,
+        # and only from the launcher's main frame, as the closing line.
+        if getframe(3) is not main_frame:
+            return tampered("a reproduction result posted by something other than the launcher")
+        last, raised, exception, types_ = args
+        if not (
+            type(last) in (str, type(None))
+            and type(raised) is bool
+            and type(exception) in (str, type(None))
+            and type(types_) is tuple
+            and all(type(t) is str for t in types_)
+        ):
+            return tampered("a reproduction result posted with values of the wrong types")
+        if state.get("result"):
+            return tampered("a second reproduction result")
+        state["result"] = True
+        line(MARK + "REPRODUCTION " + repr((last, raised, exception, types_)))
+
     def finish(args):
         # Only from the launcher's main frame: the closing line ends what root reads.
         (code,) = args
@@ -251,6 +286,7 @@ def _vault(key, fd, main_frame, runner):
         "collected": collected,
         "collect_error": collect_error,
         "finish": finish,
+        "reproduction": reproduction,
         "tampered": lambda args: tampered(args[0]) if type(args[0]) is str else None,
     }
 
@@ -266,8 +302,9 @@ def _vault(key, fd, main_frame, runner):
     return handle, tampered
 
 
-def _seal(trust, tampered):
-    """The capability events: event -> check(args), each raising PermissionError to refuse."""
+def _seal(trust, tampered, tracing=True):
+    """The capability events: event -> check(args), each raising PermissionError to refuse.
+    `tracing` False: setting a trace or profile function is refused too, whoever asks."""
     stat_ = os.stat
     ctypes_dir = os.path.dirname(os.__file__) + os.sep + "ctypes" + os.sep
     machinery = [os.path.dirname(os.__file__) + os.sep + "importlib" + os.sep, ctypes_dir]
@@ -292,11 +329,16 @@ def _seal(trust, tampered):
 
     def setattr_(args):
         obj, name = args[0], args[1]
-        # __code__ only: tests copy functions and set their defaults (boltons' funcutils)
-        if name == "__code__" and isinstance(obj, types.FunctionType):
-            path = obj.__code__.co_filename
-            if trust.runner_file(path):
-                refuse("%s of %s (%s) replaced" % (name, obj.__qualname__, path))
+        if not isinstance(obj, types.FunctionType):
+            return
+        path = obj.__code__.co_filename
+        # __code__ of any runner's, grader's or protected function; defaults only of the grader's
+        # (which binds what it needs as defaults): tests copy functions and set their defaults
+        # (boltons' funcutils)
+        if name == "__code__" and trust.runner_file(path):
+            refuse("%s of %s (%s) replaced" % (name, obj.__qualname__, path))
+        if name in ("__defaults__", "__kwdefaults__") and trust.grader_file(path):
+            refuse("%s of %s (%s) replaced" % (name, obj.__qualname__, path))
 
     def open_(args):
         path = args[0]
@@ -336,6 +378,9 @@ def _seal(trust, tampered):
         checks[name] = enumeration(name)
     for name in ("ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.dlsym"):
         checks[name] = ctypes_(name)
+    if not tracing:
+        for name in TRACING:
+            checks[name] = always(name)
     return checks
 
 
@@ -361,10 +406,11 @@ def read_settings(fd):
         return json.load(f)
 
 
-def install(settings, runner, runner_dirs):
+def install(settings, runner, runner_dirs, tracing=True):
     """The vault (and from Python 3.8 the seal) for this process; returns (post, trust, tampered):
     post(kind, *args) reports through the vault, trust judges code. Called from the launcher's
-    main function (its frame is the only one that may close the report)."""
+    main function (its frame is the only one that may close the report). `tracing` False: no trace
+    or profile function may be set (the reproduction's launcher)."""
     fd = int(settings["report_fd"])
     os.set_inheritable(fd, False)  # not to the tests' subprocesses
     trust = Trust(os.getcwd(), settings.get("protected", []), runner_dirs, settings["grader_dir"])
@@ -375,7 +421,7 @@ def install(settings, runner, runner_dirs):
             handle(kind, args)
 
         return post, trust, tampered
-    checks = _seal(trust, tampered)
+    checks = _seal(trust, tampered, tracing)
 
     def hook(event, args):
         if event == EVENT:
