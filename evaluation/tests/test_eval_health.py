@@ -20,12 +20,12 @@ import pytest
 from deepswe.data.datasets import load_tasks
 from deepswe.data.task import EnvironmentSpec, HiddenTests, Task, TaskSource, TestSpec
 from deepswe.data.toy import commit_repo, diff_to, git, pth_install, write_tasks
-from deepswe.env.grading.outcomes import Outcome
+from deepswe.env.grading.outcomes import GradeResult, Outcome
 from deepswe.env.trajectory import Ending, Trajectory
 from deepswe.eval.audit import build_manifest, dataset_sha256
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.health import HealthError, load_manifest, quarantine
-from deepswe.eval.network import network_sign
+from deepswe.eval.network import load_sign, network_sign
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus
 from deepswe.train.sources.task_list import healthy
 
@@ -93,6 +93,64 @@ def test_a_sign_counts_only_for_a_graded_test_that_failed():
     assert network_sign(unit, ["test_other (net.tests.FetchTests)"]) is None
     # a log with no sections cannot say whose a line is: any sign counts
     assert network_sign(f"x\n{gaierror}\n", ["t.py::test_clock"]) == gaierror
+
+
+# R2E-Gym aiohttp_1c1c0ea3's gold log under load, cut to its shape: the graded test gives a local
+# server 0.4 s; the server was not listening yet. pytest's `-l` locals and the code listing name
+# timeouts too, and are not signs.
+UNDER_LOAD = """\
+=================================== FAILURES ===================================
+__________ TestShutdown.test_shutdown_handler_cancellation_suppressed __________
+timeout = ClientTimeout(total=0.4, connect=None, sock_read=None, sock_connect=None)
+    async def _wrap_create_connection(
+        self,
+        timeout: "ClientTimeout",
+    ):
+            with pytest.raises(asyncio.TimeoutError):
+E                   OSError: Multiple exceptions: [Errno 111] Connect call failed ('::1', 60537, \
+0, 0), [Errno 111] Connect call failed ('127.0.0.1', 60537)
+E           aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host localhost:60537
+_______________________________ test_on[pyloop] ________________________________
+E           asyncio.exceptions.TimeoutError
+=========================== short test summary info ============================
+FAILED r2e_tests/test_1.py::TestShutdown::test_shutdown_handler_cancellation_suppressed
+FAILED r2e_tests/test_1.py::test_on[pyloop]
+"""
+
+
+def test_a_test_that_reached_a_wall_clock_bound_is_a_load_sign_not_the_network():
+    graded = ["TestShutdown.test_shutdown_handler_cancellation_suppressed"]
+    assert network_sign(UNDER_LOAD, graded) is None
+    assert load_sign(UNDER_LOAD, graded).startswith("E OSError: Multiple exceptions")
+    # the other failure's timeout is not the graded test's; neither is a line of code or locals
+    assert load_sign(UNDER_LOAD, ["r2e_tests/test_1.py::test_other"]) is None
+    assert load_sign(UNDER_LOAD, ["r2e_tests/test_1.py::test_on[pyloop]"]).endswith("TimeoutError")
+    for line in ("socket.timeout: timed out", "E   requests.exceptions.ReadTimeout: x"):
+        assert load_sign(f"x\n{line}\n") == " ".join(line.split())
+    for line in ('    timeout: "ClientTimeout",', "timeout = 5", "E   assert 1 == 2"):
+        assert load_sign(f"x\n{line}\n") is None
+
+
+def test_a_gold_failure_under_load_is_flaky_with_that_reason():
+    R, U = Outcome.RESOLVED, Outcome.UNRESOLVED
+    tasks = [_task("loaded")]
+    graded = "TestShutdown.test_shutdown_handler_cancellation_suppressed"
+    failed = _record("loaded", 0, U, UNDER_LOAD)
+    failed.trajectory.grade = GradeResult(
+        outcome=U, parser="r2e-gym", reason="1 mismatched", mismatched=[graded]
+    )
+    records = {"gold": {"loaded": [failed]}, "empty": {"loaded": [_record("loaded", 0, U)]}}
+    cfg = EvalConfig(dataset="tasks.jsonl", baseline_runs=1)
+    row = build_manifest(tasks, cfg, [], records, "v1").tasks["loaded"]
+    assert row.flaky and not row.healthy and row.network is None
+    assert row.reasons[0].startswith("flaky under load: gold unresolved where a graded test")
+    # with a run that resolved beside it: the runs disagree, and the reason says why
+    records["gold"]["loaded"] = [_record("loaded", 0, R), failed.model_copy(update={"run": 1})]
+    row = build_manifest(tasks, cfg, [], records, "v1").tasks["loaded"]
+    assert (
+        row.reasons[0].startswith("flaky: gold resolved 1 of 2 runs")
+        and "under load: E " in (row.reasons[0])
+    )
 
 
 def _task(i: str) -> Task:

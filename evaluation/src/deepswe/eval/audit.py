@@ -35,7 +35,7 @@ from deepswe.eval.audit_manifest import (
 from deepswe.eval.audit_report import write_manifest
 from deepswe.eval.card import make_card, open_run
 from deepswe.eval.config import EvalConfig
-from deepswe.eval.network import network_sign
+from deepswe.eval.network import load_sign, network_sign
 from deepswe.eval.runner import run_all
 from deepswe.eval.store import EpisodeRecord, EpisodeStatus
 
@@ -149,6 +149,8 @@ def build_manifest(
         runs = [_outcome([r], True) for r in sorted(got["gold"], key=lambda r: r.run)]
         flaky = len(set(runs)) > 1
         network = next(filter(None, map(_network_line, got["gold"])), None)
+        # a graded test that failed reaching a wall-clock bound: it may fail only under load
+        load = None if network else next(filter(None, map(_load_line, got["gold"])), None)
         reasons = []
         if network:
             reasons.append(f"needs the network: {network}")
@@ -156,6 +158,13 @@ def build_manifest(
             won = runs.count(Outcome.RESOLVED.value)
             reasons.append(
                 f"flaky: gold resolved {won} of {len(runs)} runs ({', '.join(map(str, runs))})"
+                + (f"; under load: {load}" if load else "")
+            )
+        elif load:
+            flaky = True
+            reasons.append(
+                f"flaky under load: gold {gold} where a graded test reached a wall-clock bound "
+                f"({load}); its verdict depends on the machine's load"
             )
         elif gold != Outcome.RESOLVED.value:
             reasons.append(f"gold: {gold}, want resolved ({_why(got['gold'])})")
@@ -225,6 +234,16 @@ def _network_line(r: EpisodeRecord) -> str | None:
     grade = r.trajectory.grade
     failed = None if grade is None else [*grade.f2p_failed, *grade.p2p_failed, *grade.mismatched]
     return network_sign(r.trajectory.test_log or "", failed)
+
+
+def _load_line(r: EpisodeRecord) -> str | None:
+    """The error line of a non-resolved gold run's log that shows a graded test it failed
+    reached a wall-clock bound (deepswe.eval.network.load_sign)."""
+    if r.outcome is Outcome.RESOLVED or r.trajectory is None:
+        return None
+    grade = r.trajectory.grade
+    failed = None if grade is None else [*grade.f2p_failed, *grade.p2p_failed, *grade.mismatched]
+    return load_sign(r.trajectory.test_log or "", failed)
 
 
 def _gate_decided(r: EpisodeRecord) -> bool:

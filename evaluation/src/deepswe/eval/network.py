@@ -1,4 +1,4 @@
-"""Tests that need the network, recognised from their log.
+"""Tests that need the network, or a quiet machine, recognised from their log.
 
 Sandboxes are offline (deepswe.env.sandbox.offline): a name lookup fails and a connect to an
 outside address fails or hangs. A task whose gold patch fails with one of the messages below was
@@ -6,6 +6,11 @@ recorded online; no patch can pass it here, so health reports it (`deepswe-eval 
 training leaves it out. Each message is what the resolver or a client library prints when the
 network is missing, never what a test of local behaviour prints ("Connection refused" from a
 local server that is down is not one of them).
+
+A test that fails only under load is not a network task: a client that gives a local server
+0.4 s to answer (aiohttp_1c1c0ea3: `Cannot connect to host localhost:...` when the server had not
+started listening yet), a `TimeoutError`, a socket that `timed out`. Those are `load_sign`s: health
+calls such a task flaky, with that line as the reason.
 
 A sign counts only where it belongs to a graded test the run failed: on a line naming that test,
 or inside that test's section of the log (pytest's and sympy's `____ name ____` headers,
@@ -39,6 +44,23 @@ _SIGNS = re.compile(
     )
 )
 
+_LOOPBACK_ADDRESS = r"127\.|::1'|0\.0\.0\.0"
+# On an error line (pytest's `E   ...`, or a traceback's last line, `Name: message`): a wall-clock
+# bound reached.
+_LOAD = re.compile(
+    "|".join(
+        [
+            r"^(?:E\s+)?(?:[\w.]+\.)?(?:TimeoutError|ReadTimeout|ConnectTimeout|TimeoutExpired)"
+            r"(?::|$)",
+            r"^(?:E\s+)?socket\.timeout(?::|$)",
+            r"^E\s.*\btimed out\b",
+            # a local server that was not listening yet (a connect to this sandbox's loopback)
+            rf"^E\s.*Connect call failed \('(?:{_LOOPBACK_ADDRESS})",
+            rf"^E\s.*Cannot connect to host (?:{_LOOPBACK})",
+        ]
+    )
+)
+
 
 # A section's header: pytest's and sympy's `____ title ____` (`====` for pytest's own parts),
 # unittest's and django's `ERROR: title` / `FAIL: title`.
@@ -60,6 +82,16 @@ def network_sign(log: str, failed: Iterable[str] | None = None) -> str | None:
 
     With `failed` (the graded tests the run did not pass), only a sign that belongs to one of
     them counts (module doc); without it, any sign in the log."""
+    return _first_sign(log, failed, lambda line: bool(_SIGNS.search(line)))
+
+
+def load_sign(log: str, failed: Iterable[str] | None = None) -> str | None:
+    """The first error line of `log` showing a test reached a wall-clock bound (a timeout, a
+    local server not listening yet), or None; `failed` as for `network_sign`."""
+    return _first_sign(log, failed, lambda line: bool(_LOAD.search(line)))
+
+
+def _first_sign(log: str, failed: Iterable[str] | None, sign) -> str | None:
     names = None if failed is None else _names(failed)
     if failed is not None and names is None:
         return None
@@ -71,7 +103,7 @@ def network_sign(log: str, failed: Iterable[str] | None = None) -> str | None:
         if header:
             title = header.group("title") or header.group("unit")
             continue
-        if not _SIGNS.search(line):
+        if not sign(line):
             continue
         if (
             names is None
@@ -83,4 +115,4 @@ def network_sign(log: str, failed: Iterable[str] | None = None) -> str | None:
     return None
 
 
-__all__ = ["network_sign"]
+__all__ = ["load_sign", "network_sign"]
