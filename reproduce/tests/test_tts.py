@@ -278,3 +278,27 @@ def test_a_served_judge_is_checked_before_anything_runs_or_is_written(
     assert res.exit_code == 2, res.output
     assert f"model 'judge' is not served at {url}; it serves: judge-lora" in res.output
     assert not out.exists()
+
+
+def test_the_report_says_how_often_each_selector_picks_a_proven_wrong_survivor():
+    """Where a pool holds a survivor (the grader resolves it), a selector that ranks by the tests
+    alone cannot tell it from the right fix; the report says how often each picks one."""
+    from deepswe.reproduce.tts.report import survivor_picks
+    from deepswe.verify.recorded import Recorded
+    from deepswe.verify.types import Scores
+
+    pool = [
+        Scores(run=0, resolved=True, ef=0.9, changes_code=1, smallest=0.5),  # right
+        Scores(run=1, resolved=True, ef=0.2, changes_code=1, smallest=0.9),  # survivor
+        Scores(run=2, resolved=False, ef=0.1, changes_code=1, smallest=0.1),  # wrong
+    ]
+    mixture = {"t": [{"run": 0, "kind": "right"}, {"run": 1, "kind": "survivor"}]}
+    mixture["t"].append({"run": 2, "kind": "misedit"})
+    picks = survivor_picks(Recorded(scores={"t": pool}), mixture)
+    per = picks["per_method"]
+    assert picks["tasks"] == ["t"]
+    assert per["ef"] == {"tasks": 1, "picks_survivor": 0.0}  # the judge ranks it low
+    assert per["smallest"]["picks_survivor"] == 1.0  # the smallest patch is the survivor
+    assert per["oracle"]["picks_survivor"] == 0.5  # resolved either way: the grader is fooled
+    assert per["random"]["picks_survivor"] == pytest.approx(1 / 3)
+    assert survivor_picks(Recorded(scores={"t": pool}), {"t": []})["tasks"] == []

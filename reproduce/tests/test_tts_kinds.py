@@ -188,3 +188,38 @@ def test_a_task_without_its_repository_is_refused_by_name(tasks):
     bare = tasks["pkg__pkg-clamp"].model_copy(update={"environment": None})
     with pytest.raises(PlanError, match="pkg__pkg-clamp: scripted candidates need the repository"):
         plan_task(bare, {"misedit": 1}, [], 0)
+
+
+def test_proven_wrong_survivors_are_a_candidate_kind_and_fall_back_to_hard_kinds(tasks):
+    """Issue #43: a test strength run's proven-wrong survivors (wrong fixes the graded tests
+    pass) join the pool as `survivor`; a task with fewer gets hard kinds in their place."""
+    from deepswe.eval.audit_manifest import Survivor
+
+    task = tasks["pkg__pkg-clamp"]
+    wrong = make_patch(
+        {"src/pkg/ops.py": CLEAN.replace(*BUGS["pkg__pkg-clamp"])},
+        {"src/pkg/ops.py": CLEAN.replace("    if x > hi:\n", "    if x > hi + 1:\n")},
+    )
+    killed = Survivor(
+        operator="boundary",
+        change="src/pkg/ops.py:4 hi -> hi + 1",
+        patch=wrong,
+        killed_by="tests/test_more.py::test_clamp_edge",
+    )
+    undecided = killed.model_copy(update={"killed_by": None, "patch": "other"})
+    plan = plan_task(task, {"right": 1, "survivor": 2}, [task], 0, [killed, killed, undecided])
+    assert [(p.kind, p.planned) for p in plan][:2] == [("right", "right"), ("survivor", "survivor")]
+    assert plan[1].patch == wrong and plan[1].expect is True
+    assert "test_clamp_edge" in plan[1].detail
+    # one proven survivor (duplicates once, the undecided never): the second slot is a hard kind
+    assert plan[2].planned == "survivor" and plan[2].kind in ("misedit", "wrong_place", "comment")
+    none = plan_task(task, {"survivor": 1}, [task], 0)
+    assert none[0].planned == "survivor" and none[0].kind != "survivor"
+
+
+def test_survivor_candidates_need_a_strength_manifest_named():
+    from deepswe.verify.tts_config import Mixture, TTSConfig
+
+    with pytest.raises(ValueError, match="strength: a mixture asks for survivor candidates"):
+        TTSConfig(test_mixture=Mixture(right=1, survivor=1))
+    assert TTSConfig(test_mixture=Mixture(right=1, survivor=1), strength="runs/h").strength

@@ -28,7 +28,8 @@ KINDS = (
     "comment",
     "empty",
     "hard",
-)  # hard: a hard negative of a kind taken in turn (tts/plan.py)
+    "survivor",
+)  # hard: a hard negative of a kind taken in turn (tts/plan.py); survivor: from tts.strength
 
 
 class TaskPick(BaseModel):
@@ -74,6 +75,13 @@ class Mixture(BaseModel):
         ge=0,
         description="hard negatives of misedit/regression/wrong_place/partial, the kind "
         "taken in turn from a seeded place per task (the judge's data needs one NO a task)",
+    )
+
+    survivor: int = Field(
+        0,
+        ge=0,
+        description="a proven-wrong survivor of the task's test strength run (a wrong fix the "
+        "graded tests pass: tts.strength's health manifest); a task with none gets hard kinds",
     )
 
     @model_validator(mode="after")
@@ -159,6 +167,21 @@ class TTSConfig(BaseModel):
     auc_bootstrap: int = Field(2000, ge=0, description="task-level bootstrap resamples of AUC")
     judge: JudgeStage = Field(default_factory=JudgeStage)
     eb: EBStage = Field(default_factory=EBStage)
+    strength: str | None = Field(
+        None,
+        description="a health manifest with test strength (deepswe-eval health --mutants K; "
+        "its folder or health.json): the proven-wrong survivors the mixtures' `survivor` asks for",
+    )
+
+    @model_validator(mode="after")
+    def _survivors_need_strength(self) -> TTSConfig:
+        asked = self.test_mixture.survivor or self.train_mixture.survivor
+        if asked and self.strength is None:
+            raise ValueError(
+                "strength: a mixture asks for survivor candidates; name the health manifest "
+                "that holds them (deepswe-eval health --mutants K writes one)"
+            )
+        return self
 
 
 def load_tts_config(profile: str | Path, overrides: list[str] = ()) -> tuple[TTSConfig, EvalConfig]:  # type: ignore[assignment]

@@ -26,14 +26,16 @@ import json
 import time
 from pathlib import Path
 
+from deepswe.eval.audit_manifest import Survivor
 from deepswe.eval.config import EvalConfig
+from deepswe.eval.health import HealthError, load_manifest
 from deepswe.eval.store import atomic_write_json
 from deepswe.reproduce.pipeline import Stage, StageFailed, StageResult, read_state, run_pipeline
 from deepswe.reproduce.tts.context import Ctx, Log, TTSError, cli_bin, relay, with_issues
 from deepswe.reproduce.tts.grading import grade_plan
 from deepswe.reproduce.tts.judge_stage import make_tts_judge, served_judge, stage_judge
 from deepswe.reproduce.tts.mixture import merge_pools, pick_tasks, slot
-from deepswe.reproduce.tts.plan import PlanError, make_plan
+from deepswe.reproduce.tts.plan import PlanError, make_plan, proven_wrong
 from deepswe.verify.store import VerdictStore, candidates_from_run
 from deepswe.verify.tts_config import TTSConfig
 from deepswe.verify.types import VerdictStatus
@@ -104,6 +106,23 @@ def eval_run(ctx: Ctx, split: str, n: int, run_dir: Path) -> None:
         )
 
 
+def survivors_of(ctx: Ctx, split: str) -> dict[str, list[Survivor]]:
+    """The split's tasks' proven-wrong survivors from `tts.strength`, the count said in a note."""
+    try:
+        found = proven_wrong(load_manifest(ctx.cfg.strength))
+    except HealthError as exc:
+        raise TTSError(f"tts.strength: {exc}") from None
+    ids = [t.instance_id for t in ctx.tasks[split]]
+    have = [i for i in ids if i in found]
+    note = (
+        f"{split}: survivor candidates from {ctx.cfg.strength}: {len(have)} of {len(ids)} tasks "
+        f"have a proven-wrong survivor ({', '.join(have) or 'none'}); the others get hard kinds"
+    )
+    if note not in ctx.notes:
+        ctx.notes.append(note)
+    return {i: found[i] for i in have}
+
+
 def stage_candidates(ctx: Ctx) -> None:
     for split in ctx.tasks:  # no train split when the judge is served (nothing to train)
         counts = kind_counts(ctx, split)
@@ -126,6 +145,7 @@ def stage_candidates(ctx: Ctx) -> None:
                     ctx.cfg.seed,
                     folder / "made" / "plan.json",
                     ctx.log,
+                    survivors_of(ctx, split) if made.get("survivor") else None,
                 )
             except PlanError as exc:
                 raise TTSError(f"candidates: {exc}") from None

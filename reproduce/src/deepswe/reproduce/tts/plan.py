@@ -10,6 +10,12 @@ it stands in for (`planned`); the report counts both. The mixture's `hard` slots
 same way: hard negatives of kinds taken in turn (one YES and one NO a task is all judge data
 uses, so the train pool asks for `right: 1, hard: 1`).
 
+`survivor` slots are not made here: they are the task's proven-wrong survivors from a test
+strength run (`deepswe-eval health --mutants K`, issue #43): mutants of the gold patch that the
+graded tests pass and a wider test of the repository fails. They are the hardest negatives a
+selector meets (a wrong patch that earns reward 1); a task with fewer gets hard kinds in their
+place, named so.
+
 Files at the base commit are read from the task's source repository (`environment.source`, a
 local git repository: swe-mini's, after `deepswe-data swe-mini fetch`).
 """
@@ -25,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from deepswe.data.swemini.gitrepo import GitError, show
 from deepswe.data.task import Task
+from deepswe.eval.audit_manifest import AuditManifest, Survivor
 from deepswe.eval.store import atomic_write_json
 from deepswe.reproduce.tts.edits import EditError, hunks
 from deepswe.reproduce.tts.kinds import Made, Partner, TaskEdits
@@ -88,8 +95,25 @@ def partners_of(task: Task, pool: Sequence[Task]) -> list[Partner]:
     return out
 
 
-def plan_task(task: Task, counts: dict[str, int], pool: Sequence[Task], seed: int) -> list[Planned]:
-    """The task's scripted candidates in kind order (runs 0..), substitutes after the kinds."""
+def survivor_candidates(survivors: Sequence[Survivor]) -> list[Made]:
+    """Proven-wrong survivors as candidates (each patch once); the grader resolves them."""
+    out: dict[str, Made] = {}
+    for s in survivors:
+        if s.killed_by and s.patch not in out:
+            detail = f"{s.operator}: {s.change}; the graded tests pass it, {s.killed_by} fails"
+            out[s.patch] = Made("survivor", s.patch, detail[:300], True)
+    return list(out.values())
+
+
+def plan_task(
+    task: Task,
+    counts: dict[str, int],
+    pool: Sequence[Task],
+    seed: int,
+    survivors: Sequence[Survivor] = (),
+) -> list[Planned]:
+    """The task's scripted candidates in kind order (runs 0..), substitutes after the kinds;
+    `survivors`: the task's proven-wrong survivors (TaskStrength.proven_wrong)."""
     if not task.gold_patch:
         raise PlanError(f"{task.instance_id}: scripted candidates need a gold patch")
     meta = task.metadata
@@ -115,6 +139,10 @@ def plan_task(task: Task, counts: dict[str, int], pool: Sequence[Task], seed: in
             got = edits.variants(kind, n, partners)
             chosen += [(m, kind) for m in got]
             short += [kind] * (n - len(got))
+    if n := counts.get("survivor", 0):
+        got = survivor_candidates(survivors)[:n]
+        chosen += [(m, "survivor") for m in got]
+        short += ["survivor"] * (n - len(got))
     short += ["hard"] * counts.get("hard", 0)
     chosen += substitutes(edits, short, chosen, partners, seed)
     return [
@@ -155,6 +183,15 @@ def substitutes(
     return out
 
 
+def proven_wrong(manifest: AuditManifest) -> dict[str, list[Survivor]]:
+    """Instance id -> its proven-wrong survivors, for the tasks whose strength was measured."""
+    return {
+        iid: list(row.strength.proven_wrong)
+        for iid, row in manifest.tasks.items()
+        if row.strength is not None and row.strength.proven_wrong
+    }
+
+
 def make_plan(
     tasks: Sequence[Task],
     counts: dict[str, int],
@@ -162,13 +199,17 @@ def make_plan(
     seed: int,
     path: Path,
     log: Callable[[str], None] = print,
+    survivors: dict[str, list[Survivor]] | None = None,
 ) -> dict[str, list[Planned]]:
     """Every task's plan, read from `path` when it is there (a resume makes nothing again),
-    else made and written there."""
+    else made and written there. `survivors`: instance id -> its proven-wrong survivors."""
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
         return {i: [Planned.model_validate(p) for p in rows] for i, rows in data.items()}
-    plan = {t.instance_id: plan_task(t, counts, pool, seed) for t in tasks}
+    found = survivors or {}
+    plan = {
+        t.instance_id: plan_task(t, counts, pool, seed, found.get(t.instance_id, [])) for t in tasks
+    }
     atomic_write_json(
         path, {i: [p.model_dump(mode="json") for p in rows] for i, rows in plan.items()}
     )

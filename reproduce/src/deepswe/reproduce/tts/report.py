@@ -1,7 +1,8 @@
 """The report of `deepswe-reproduce tts`: report.build_report over the test pool (Best@k with the
 baselines, every score's AUC against theirs, the gains over the best baseline, EF calibration
 and reliability.png), then what only this pipeline knows: the pool's composition by kind and
-what each verifier said of each kind, the judge (base, data, held-out loss; train projects
+what each verifier said of each kind, how often each selector picks a proven-wrong survivor (a
+wrong fix the graded tests pass) where the pool holds one, the judge (base, data, held-out loss; train projects
 disjoint from test projects), the execution-based tests (kept per task, agreement with the
 hidden tests), the stand-ins used and the seconds of every stage."""
 
@@ -18,6 +19,7 @@ from deepswe.reproduce.tts.mixture import read_mixture
 from deepswe.verify.recorded import Recorded
 from deepswe.verify.report import build_report
 from deepswe.verify.run_pools import load_run_pools
+from deepswe.verify.select import METHODS, SelectionStatus, select
 from deepswe.verify.tts_config import TTSConfig
 
 SCORES = ("ef", "regression", "reproduction", "changes_code", "smallest")
@@ -125,6 +127,7 @@ def write_tts_report(
         "profile": str(profile),
         "mixture": mixtures,
         "scores_by_kind": scores_by_kind(pools, test_mixture),
+        "survivor_picks": survivor_picks(pools, test_mixture),
         "judge": judge_facts(out, cfg, mixtures),
         "eb": eb_summary(pool, test_mixture),
         "eb_writer": cfg.eb.writer,
@@ -141,6 +144,29 @@ def write_tts_report(
 
 def _f(x: float | None, nd: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def survivor_picks(pools: Recorded, mixture: dict[str, list[dict]]) -> dict:
+    """Per selection method, over the tasks whose pool holds a `survivor` candidate (a wrong fix
+    the graded tests pass, so the grader resolves it): the expected share of its picks that are
+    one (ties broken uniformly, as Best@k counts them), and how many tasks it decided."""
+    survivor = {
+        (iid, r["run"]) for iid, rows in mixture.items() for r in rows if r["kind"] == "survivor"
+    }
+    tasks = sorted({iid for iid, _ in survivor} & set(pools.scores))
+    out: dict[str, dict] = {}
+    for method in METHODS:
+        shares = []
+        for iid in tasks:
+            sel = select(pools.scores[iid], method, iid)
+            if sel.status is SelectionStatus.SELECTED and sel.survivors:
+                hit = sum((iid, run) in survivor for run in sel.survivors)
+                shares.append(hit / len(sel.survivors))
+        out[method] = {
+            "tasks": len(shares),
+            "picks_survivor": statistics.fmean(shares) if shares else None,
+        }
+    return {"tasks": tasks, "per_method": out}
 
 
 def composition_markdown(t: dict) -> list[str]:
@@ -168,6 +194,19 @@ def composition_markdown(t: dict) -> list[str]:
         ]
         for kind, d in by_kind.items():
             lines.append(f"| {kind} | " + " | ".join(_f(d.get(n), 2) for n in SCORES) + " |")
+        lines.append("")
+    picks = t.get("survivor_picks") or {}
+    if picks.get("tasks"):
+        lines += [
+            f"Proven-wrong survivors (wrong fixes the graded tests pass, the grader resolves "
+            f"them) are in the test pool of {len(picks['tasks'])} task(s); the share of each "
+            "selector's picks that is one (ties broken uniformly), lower is better:",
+            "",
+            "| selector | tasks | picks a survivor |",
+            "|---|---|---|",
+        ]
+        for method, d in picks["per_method"].items():
+            lines.append(f"| {method} | {d['tasks']} | {_f(d['picks_survivor'], 2)} |")
         lines.append("")
     return lines
 
