@@ -72,6 +72,51 @@ def test_a_partial_fix_never_leaves_out_only_docs() -> None:
 # --- in containers --------------------------------------------------------------------------
 
 
+def test_an_r2e_gym_tasks_wider_run_takes_the_repositorys_tests_of_the_changed_module(
+    tmp_path,
+) -> None:
+    """R2E-Gym's hidden tests are one file cut from the repository's; the repository's own test
+    files that name a changed module join its wider run (most mentions first, at most 5); a
+    unittest runner script takes no files, and a task without its repository takes none."""
+    from deepswe.eval.strength import repository_tests, wider_paths, wider_task
+
+    mentions = "from pkg import core\n\n\ndef test_a():\n    assert core.f() and core.g()\n"
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/core.py": "def f():\n    return 0\n",
+        "tests/test_core.py": mentions,  # three mentions
+        "Tests/test_more.py": "import pkg.core\n",  # Pillow's folder, one
+        "tests/test_other.py": "def test_b():\n    assert 'score' != 'cored'\n",  # none
+        "docs/core.py": "import pkg.core\n",  # not a test file
+    }
+    repo = tmp_path / "repo"
+    base = commit_repo(repo, files)
+    task = Task(
+        instance_id="pkg_1",
+        repo="o/pkg",
+        base_commit=base,
+        problem_statement="f() is 0.",
+        source=TaskSource.R2E_GYM,
+        environment=EnvironmentSpec(source=str(repo)),
+        test_spec=TestSpec(
+            command=".venv/bin/python -m pytest -rA r2e_tests", log_parser="r2e-gym"
+        ),
+        hidden=HiddenTests(test_files={"test_1.py": "def test_x():\n    pass\n"}),
+        gold_patch=diff_to(repo, "pkg/core.py", "def f():\n    return 1\n"),
+    )
+    assert repository_tests(task) == ["tests/test_core.py", "Tests/test_more.py"]
+    assert repository_tests(task, limit=1) == ["tests/test_core.py"]
+    assert wider_task(task).test_spec.command.endswith(
+        "pytest -rA Tests/test_more.py r2e_tests tests/test_core.py"
+    )
+    runner = task.model_copy(
+        update={"test_spec": TestSpec(command="python r2e_tests/runner.py", log_parser="r2e-gym")}
+    )
+    assert wider_paths(runner) == ["r2e_tests"]
+    elsewhere = task.model_copy(update={"environment": EnvironmentSpec(source="")})
+    assert repository_tests(elsewhere) == []
+
+
 def _task(repo, base: str, tests: list[str], name: str) -> Task:
     pth = pth_install()
     return Task(

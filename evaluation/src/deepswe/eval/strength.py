@@ -17,15 +17,18 @@ graded tests include the killing ones (task sets we own only).
 
 The wider set: the graded files' folders, recursively, as one pytest run of the task's own
 command (its interpreter, options and environment), its file arguments replaced by those
-folders. For R2E-Gym's layout the hidden tests' folder is one of them. A test the wider run
-collects that fails with gold in either run is left out of the proof.
+folders. For R2E-Gym's layout the hidden tests' folder is one of them, and so are up to 5 of the
+repository's own test files that name a module the gold patch changes (`repository_tests`). A
+test the wider run collects that fails with gold in either run is left out of the proof.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import re
 import shlex
+import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,21 +47,70 @@ from deepswe.eval.mutants import Mutant, make_mutants
 Grade = Callable[[Task, str], RewardRun]
 
 
-def wider_folders(task: Task) -> list[str]:
-    """The folders the wider run takes: those holding the graded files, and R2E-Gym's hidden
-    tests' folder."""
+def wider_paths(task: Task) -> list[str]:
+    """What the wider run takes: the folders holding the graded files; in R2E-Gym's layout the
+    hidden tests' folder and the repository's own test files that name a module the gold patch
+    changes (`repository_tests`)."""
     files = [p for p in graded_paths(task) if p != TESTS_LINK and not p.startswith(TESTS_LINK)]
     folders = {posixpath.dirname(p) or "." for p in files}
     if uses_r2e_layout(task):
         folders.add(TESTS_LINK)
+        if _pytest_line(task) is not None:  # a unittest runner script takes no file arguments
+            folders.update(repository_tests(task))
     return sorted(folders)
 
 
+def _pytest_line(task: Task) -> int | None:
+    """The index of the command's pytest line, or None."""
+    for k, line in enumerate(task.test_spec.command.splitlines()):
+        if "pytest" in line:
+            return k
+    return None
+
+
+# At most this many of the repository's test files join an R2E-Gym task's wider run: aiohttp's
+# suites take minutes a file on 2 cores.
+REPOSITORY_TESTS = 5
+_TEST_FILE = re.compile(r"(?:^|/)(?:[Tt]ests?|testing)/(?:.*/)?(?:test_[^/]*|[^/]*_test)\.py$")
+_CHANGED = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+
+
+def repository_tests(task: Task, limit: int = REPOSITORY_TESTS) -> list[str]:
+    """R2E-Gym's hidden tests are one file (`r2e_tests/test_1.py`) cut from the repository's own;
+    the rest of the repository's tests of the changed code stay in the image. These are the
+    test files at the base commit (under a `tests`, `Tests`, `test` or `testing` folder) that name a
+    module the gold patch changes (its file's stem, as a word), most mentions first, at most
+    `limit`; none when the task's source is not a local git repository (`environment.source`)."""
+    env = task.environment
+    source = Path(env.source) if env is not None and env.source else None
+    if source is None or not source.exists():
+        return []
+    stems = {
+        posixpath.splitext(posixpath.basename(p))[0]
+        for p in _CHANGED.findall(task.gold_patch or "")
+        if p.endswith(".py") and not _TEST_FILE.search(p)
+    } - {"__init__", "__main__", "setup", "conftest"}
+    if not stems:
+        return []
+    cmd = ["git", "-C", str(source), "grep", "-c", "-w"]
+    for stem in sorted(stems):
+        cmd += ["-e", stem]
+    cmd += [task.base_commit, "--", "*.py"]
+    out = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    counts = []
+    for line in out.stdout.splitlines():
+        _, _, rest = line.partition(":")  # `<rev>:<path>:<count>`
+        path, _, n = rest.rpartition(":")
+        if _TEST_FILE.search(path) and n.isdigit():
+            counts.append((-int(n), path))
+    return [path for _, path in sorted(counts)[:limit]]
+
+
 def wider_task(task: Task, passing: list[str] | None = None) -> Task:
-    """`task` graded by every test in `wider_folders`: its command's file arguments replaced by
-    the folders (appended when it names none); `passing` the tests it must pass (none: a run
-    that only reports statuses)."""
-    folders = wider_folders(task)
+    """`task` graded by every test in `wider_paths`: its command's file arguments replaced by
+    them (appended when it names none); `passing` the tests it must pass (none: a run that only
+    reports statuses)."""
+    folders = wider_paths(task)
     files = set(graded_paths(task))
     lines = task.test_spec.command.splitlines()
     for k, line in enumerate(lines):
@@ -139,7 +191,7 @@ def _prove(
             undecided.append(row)
         log(f"{task.instance_id}: survivor {m.change}: wider run {run.outcome.value}")
     return result.model_copy(
-        update={"proven_wrong": proven, "undecided": undecided, "wider": wider_folders(task)}
+        update={"proven_wrong": proven, "undecided": undecided, "wider": wider_paths(task)}
     )
 
 
@@ -233,6 +285,7 @@ __all__ = [
     "add_strength",
     "harden",
     "measure",
-    "wider_folders",
+    "repository_tests",
+    "wider_paths",
     "wider_task",
 ]
