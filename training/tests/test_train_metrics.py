@@ -88,3 +88,32 @@ def test_rows_that_attack_the_reward_are_counted_apart():
         "reward/gate_tier1_rows": 1.0,
         "reward/gate_tier2_rows": 1.0,
     }
+
+
+def test_the_wall_clock_limits_that_fired_are_counted_per_step():
+    """Issue #44: a limit that fires under load and not on a quiet machine makes a seeded run
+    depend on the machine; each step says how many fired (limits/*)."""
+    from deepswe.env.grading.outcomes import GradeResult, Outcome
+    from deepswe.env.trajectory import Ending, Step, Trajectory
+    from deepswe.train.metrics import timing_metrics
+
+    def traj(ending, timed_out=(), outcome=None):
+        steps = [Step(index=i, assistant="", action_timed_out=t) for i, t in enumerate(timed_out)]
+        grade = GradeResult(outcome=outcome, parser="pytest", reason="r") if outcome else None
+        return Trajectory(
+            instance_id="t", policy="p", messages=[], ending=ending, steps=steps, grade=grade
+        )
+
+    rows = [
+        traj(Ending.SUBMITTED, (False, True, True), Outcome.RESOLVED),
+        traj(Ending.TIMEOUT, (False,), Outcome.UNRESOLVED),
+        traj(Ending.SUBMITTED, (), Outcome.TEST_TIMEOUT),
+        traj(Ending.INFRA_ERROR),
+    ]
+    assert timing_metrics(rows) == {
+        "limits/action_timeouts": 2.0,
+        "limits/episode_timeouts": 1.0,
+        "limits/test_timeouts": 1.0,
+        "limits/fired": 4.0,
+    }
+    assert timing_metrics([traj(Ending.SUBMITTED, (False,), Outcome.RESOLVED)])["limits/fired"] == 0

@@ -8,6 +8,13 @@ infra_error rows (sandbox, endpoint or grading failures: nobody's answer, reward
 from the update) are left out and counted in `reward/infra_rows`. A step where every row is
 infra_error has no `reward/mean`. `reward/tampered_rows` and `reward/gate_tier{1,2}_rows` count
 the rows the grader caught attacking the reward (reward 0, kept in the update).
+
+Keys under `limits/` count the wall-clock limits that fired in the step's episodes: a tool call
+cut at `episode.action_timeout_s`, an episode at `wall_timeout_s`, a reward run at its test
+timeout. They are not a function of the seed: a machine under load fires limits a quiet one does
+not, and then the same seed need not give the same run. `limits/fired` is their sum; with
+`reward/infra_rows` (a sandbox start or a grading that failed) it says whether a step's result
+could depend on the machine (`timing_metrics`).
 """
 
 from __future__ import annotations
@@ -66,6 +73,20 @@ def integrity_metrics(trajs: Sequence[Any]) -> dict[str, float]:
         ),
         "reward/gate_tier1_rows": float(sum(1 in tiers for tiers in gates)),
         "reward/gate_tier2_rows": float(sum(2 in tiers for tiers in gates)),
+    }
+
+
+def timing_metrics(trajs: Sequence[Any]) -> dict[str, float]:
+    """The wall-clock limits that fired in `trajs` (module doc)."""
+    action = sum(bool(getattr(s, "action_timed_out", False)) for t in trajs for s in t.steps)
+    episode = sum(getattr(t.ending, "value", t.ending) == "timeout" for t in trajs)
+    grades = [getattr(t, "grade", None) for t in trajs]
+    tests = sum(g is not None and g.outcome.value == "test_timeout" for g in grades)
+    return {
+        "limits/action_timeouts": float(action),
+        "limits/episode_timeouts": float(episode),
+        "limits/test_timeouts": float(tests),
+        "limits/fired": float(action + episode + tests),
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from deepswe.train.backends import UpdateBatch, backend_class
 from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpoint, save_checkpoint
 from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
 from deepswe.train.engines import engine_class
-from deepswe.train.metrics import integrity_metrics, step_metrics
+from deepswe.train.metrics import integrity_metrics, step_metrics, timing_metrics
 from deepswe.train.metrics_log import MetricsLog
 from deepswe.train.plugins import build
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
@@ -245,6 +246,7 @@ class Trainer:
         times["step"] = time.monotonic() - t0
         record = step_metrics(self.step, batch, counts, stats, gap, times)
         record.update(integrity_metrics(trajs))
+        record.update(timing_metrics(trajs))
         self.log.write(record)
         if self.step % self.cfg.run.save_every == 0 or self.step == self.cfg.run.steps:
             save_checkpoint(
@@ -356,7 +358,15 @@ def train_run(cfg: TrainConfig, out: str | Path | None = None, resume: bool = Fa
     if not resume and latest_checkpoint(run_dir / "checkpoints") is not None:
         raise ConfigError(f"{run_dir} already holds checkpoints: pass --resume or another --out")
     trainer = Trainer.setup(cfg, run_dir, resume=resume)
-    trainer.train()
+    records = trainer.train()
+    fired = [r["step"] for r in records if r.get("limits/fired") or r.get("reward/infra_rows")]
+    if fired:  # the seed alone no longer decides these steps: say so where the run ends
+        print(
+            f"note: wall-clock limits fired or infrastructure failed in step(s) "
+            f"{', '.join(map(str, fired))} (metrics.jsonl limits/*, reward/infra_rows): another "
+            "run with the same seed may differ from there on",
+            file=sys.stderr,
+        )
     export_final(run_dir)
     return run_dir
 
