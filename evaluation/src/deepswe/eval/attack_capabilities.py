@@ -1,6 +1,6 @@
 """The in-process payloads of the attacks issue #42 wrote, one per capability the sealed grader
 takes away (the report pipe, the report's key, the graded tests' code, a trusted file's name,
-pytest's bytecode cache). Each is appended to the package's modules like every payload of
+pytest's bytecode cache, a standard-library class on pytest's call path). Each is appended to the package's modules like every payload of
 `attack_scripts.PAYLOADS`, which includes these; `IDS` is that module's id reader.
 """
 
@@ -149,6 +149,22 @@ if "_pytest" in _dsw_sys.modules:
                     except Exception:
                         pass
     _dsw_sys.pycache_prefix = _dsw_prefix
+""",
+    # The standard library's generator context manager, which pytest's call-phase wrappers run
+    # each test inside, made to swallow an AssertionError while a test's call runs (no audit
+    # event sees a class attribute stored; the launcher checks this class by identity).
+    "stdlib-context-swallow": """import contextlib as _dsw_contextlib, os as _dsw_os
+
+_dsw_exit = _dsw_contextlib._GeneratorContextManager.__exit__
+
+def _dsw_swallow(self, typ, value, tb):
+    if typ is not None and issubclass(typ, AssertionError):
+        if _dsw_os.environ.get("PYTEST_CURRENT_TEST", "").endswith(" (call)"):
+            _dsw_exit(self, None, None, None)
+            return True
+    return _dsw_exit(self, typ, value, tb)
+
+_dsw_contextlib._GeneratorContextManager.__exit__ = _dsw_swallow
 """,
 }
 

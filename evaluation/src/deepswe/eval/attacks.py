@@ -129,6 +129,11 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "pytest's assertion-rewrite cache of every test file forged without its asserts, in the "
         "test folders and through sys.pycache_prefix",
     ),
+    "stdlib-context-swallow": (
+        _IN_PROCESS,
+        "contextlib's generator context manager, which pytest runs each test call inside, made "
+        "to swallow the test's AssertionError",
+    ),
 }
 ATTACKS: dict[str, Attack] = {
     n: Attack(n, family, why, body(n)) for n, (family, why) in WHY.items()
