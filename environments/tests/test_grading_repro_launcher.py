@@ -61,6 +61,11 @@ def test_an_honest_run_reports_what_it_printed_and_raised(tmp_path: Path) -> Non
     result, tampered = _launch(tmp_path / "raising", raising)
     assert result.raised and result.exception == "KeyError: 2" and not tampered
     assert result.exception_types[:4] == ["KeyError", "LookupError", "Exception", "BaseException"]
+    # any text survives the vault's line: spaces, commas, non-ASCII, a newline in a message
+    odd = "def add(a, b):\n    raise ValueError('é, ü\\nnext line')\n"
+    (tmp_path / "odd").mkdir()
+    result, _ = _launch(tmp_path / "odd", odd, "import calc\nprint('x, ÿ  z')\ncalc.add(1, 2)\n")
+    assert result.last == "x, ÿ  z" and result.exception == "ValueError: é, ü\nnext line"
 
 
 ATTACKS = {
@@ -74,7 +79,7 @@ ATTACKS = {
         "import os\n"
         "for fd in range(3, 20):\n"
         "    try:\n"
-        "        os.write(fd, b\"# deepswe-grader: REPRODUCTION ('5', False, None, ())\\n\"\n"
+        '        os.write(fd, b"# deepswe-grader: REPRODUCTION 35 0 - -\\n"\n'
         "                 b'========== deepswe-grader: reproduction returned 0 x ' + b'0' * 64 +\n"
         "                 b' ==========\\n')\n"
         "    except OSError:\n"

@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from deepswe.data.pyparse import parse
+
 _CMP = {  # op -> (regex of its token, replacement)
     ast.Lt: (r"<(?!=)", "<="),
     ast.LtE: (r"<=", "<"),
@@ -272,7 +274,7 @@ def mutation_sites_where(
     """The mutations of `source` that `keep` accepts and that still compile: `mutation_sites`
     without compiling the mutants nobody wants (each costs a parse of the whole module)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return []
     visitor = _Sites(path, source)
@@ -283,7 +285,7 @@ def mutation_sites_where(
             continue
         seen.add(m.key)
         try:
-            ast.parse(m.apply(source))
+            parse(m.apply(source))
         except (SyntaxError, ValueError):
             continue
         out.append(m)

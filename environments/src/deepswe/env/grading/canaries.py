@@ -29,18 +29,15 @@ import posixpath
 import random
 import re
 import shlex
-import threading
 from dataclasses import dataclass, field
 
+from deepswe.data.pyparse import parse
+
 ROLES = ("pass", "fail", "error")
-# CPython 3.11's parser is not safe in two threads at once ("AST constructor recursion depth
-# mismatch"): the evaluation runner grades episodes in a thread pool.
-_PARSING = threading.Lock()
 
 
 def _parse(text: str) -> ast.Module:
-    with _PARSING:
-        return ast.parse(text)
+    return parse(text)  # one thread at a time (deepswe.data.pyparse)
 
 
 _PARAMS = re.compile(r"\[.*\]$")

@@ -22,7 +22,6 @@ secret only root and the vault hold, and root reads it only from a report whose 
 
 from __future__ import annotations
 
-import ast
 import json
 import secrets
 import shlex
@@ -87,11 +86,21 @@ def read_result(raw: bytes, key: bytes) -> tuple[Result | None, list[str]]:
     for line in rep.summary.splitlines():
         if line.startswith(_RESULT):
             try:
-                last, raised, exception, types = ast.literal_eval(line[len(_RESULT) :])
-            except (ValueError, SyntaxError, TypeError):
+                last, raised, exception, types = line[len(_RESULT) :].split(" ")
+                result = Result(
+                    _text(last),
+                    raised == "1",
+                    _text(exception),
+                    [_text(t) or "" for t in types.split(",")] if types != "-" else [],
+                )
+            except ValueError:
                 return None, [*rep.tampered, "a reproduction result that does not read"]
-            result = Result(last, raised, exception, list(types))
     return result, list(rep.tampered)
+
+
+def _text(field: str) -> str | None:
+    """A field of the vault's result line: UTF-8 in hex, "-" for none (ValueError otherwise)."""
+    return None if field == "-" else bytes.fromhex(field).decode("utf-8", "replace")
 
 
 def judge(repro: Reproduction, result: Result | None, timed_out: bool = False) -> str:

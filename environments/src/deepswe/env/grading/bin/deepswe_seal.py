@@ -182,6 +182,11 @@ def _caller(skip_dirs):
     return None
 
 
+def hexes(text):
+    """`text` as its UTF-8 bytes in hex; "-" for None."""
+    return "-" if text is None else text.encode("utf-8", "replace").hex()
+
+
 def _vault(key, fd, main_frame, runner):
     """The report's writer and its rules: handle(kind, args) for each post."""
     mac = hmac.new(key, digestmod=hashlib.sha256)
@@ -258,7 +263,10 @@ def _vault(key, fd, main_frame, runner):
         if state.get("result"):
             return tampered("a second reproduction result")
         state["result"] = True
-        line(MARK + "REPRODUCTION " + repr((last, raised, exception, types_)))
+        # each text as UTF-8 in hex ("-": none): root reads it back without a parser
+        hexed = [hexes(last), "1" if raised else "0", hexes(exception)]
+        hexed.append(",".join(hexes(t) for t in types_) or "-")
+        line(MARK + "REPRODUCTION " + " ".join(hexed))
 
     def finish(args):
         # Only from the launcher's main frame: the closing line ends what root reads.
