@@ -232,3 +232,55 @@ def test_a_test_missing_from_the_survivors_run_proves_nothing(tmp_path) -> None:
     result = measure(task, 2, grade=grade)
     assert result.mutants >= 1 and not result.proven_wrong
     assert len(result.undecided) == result.mutants
+
+
+def test_a_test_that_fails_the_survivor_only_once_proves_nothing(tmp_path) -> None:
+    """As gold must pass a wider test twice, a survivor must fail it twice: on aiohttp_0fdcc291
+    a test that fails under load (a 0.4 s timeout) once "proved" wrong a mutant that is gold
+    itself. A test failing both survivor runs still proves."""
+    from deepswe.env.grading.outcomes import GradeResult, TestStatus
+    from deepswe.env.reward import RewardRun
+    from deepswe.eval.strength import measure
+
+    repo, base = _repo(tmp_path, strong=False)
+    task = _task(repo, base, ["test_thirty"], "flaky")
+    flaky, real = "tests/test_more.py::test_flaky", "tests/test_more.py::test_real"
+    runs: dict[str, int] = {}
+
+    def grade(t, patch):
+        if not t.hidden.pass_to_pass and not t.hidden.fail_to_pass:  # the wider probe
+            statuses = {flaky: TestStatus.PASSED, real: TestStatus.PASSED}
+            g = GradeResult(
+                outcome=Outcome.UNRESOLVED, parser="pytest", reason="p", statuses=statuses
+            )
+        elif t.hidden.pass_to_pass == sorted([flaky, real]):  # a survivor's wider run
+            runs[patch] = runs.get(patch, 0) + 1
+            bad = [flaky] if runs[patch] == 1 else []  # fails once, passes the rerun
+            bad += [real] if "+    return age > limit" in patch else []  # the real kill
+            statuses = {
+                n: TestStatus.FAILED if n in bad else TestStatus.PASSED for n in (flaky, real)
+            }
+            outcome = Outcome.UNRESOLVED if bad else Outcome.RESOLVED
+            g = GradeResult(
+                outcome=outcome, parser="pytest", reason="w", statuses=statuses, p2p_failed=bad
+            )
+        else:  # the task's own grading: every mutant survives
+            g = GradeResult(outcome=Outcome.RESOLVED, parser="pytest", reason="resolved")
+        return RewardRun(g, "", "")
+
+    result = measure(task, 6, grade=grade)
+    proven = {m.change: m.killed_by for m in result.proven_wrong}
+    assert list(proven.values()) == [real], proven  # the comparison mutant, killed twice
+    assert result.undecided and all(r.killed_by is None for r in result.undecided)
+
+
+def test_a_keywords_tuple_is_not_a_call_to_swap() -> None:
+    """`except (A, B)` catches the same in either order: not a wrong fix (aiohttp_0fdcc291)."""
+    gold = (
+        "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n try:\n"
+        "-    pass\n+    return (a, b) if f(a, b) else g()\n"
+        "@@ -4 +4 @@\n-except Exception as e:\n+except (Exception, KeyError) as e:\n"
+    )
+    swaps = make_mutants(gold, 50, 1, ["swap-arguments"])
+    assert [m.change for m in swaps] == ["m.py: 'a' and 'b' swapped"]
+    assert "f(b, a)" in swaps[0].patch

@@ -16,6 +16,7 @@ Only Python lines are mutated, token by token (a string's or a comment's text is
 from __future__ import annotations
 
 import io
+import keyword
 import random
 import re
 import tokenize
@@ -199,6 +200,9 @@ def swap_arguments(gold: str, found: list[Site]) -> list[Mutant]:
                 and tok.string == "("
                 and i
                 and toks[i - 1].type == tokenize.NAME
+                # a keyword before it makes a tuple, not a call: `except (A, B)` catches the same
+                # in either order (an equivalent mutant found on aiohttp_0fdcc291)
+                and not keyword.iskeyword(toks[i - 1].string)
             ):
                 continue
             args = list(_arguments(site.text, toks, i))

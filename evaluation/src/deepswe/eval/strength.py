@@ -3,11 +3,12 @@
     gold patch -> k mutants (deepswe.eval.mutants) -> each graded like any episode (the task's own
     reward run, strict rules): resolved = a survivor
     survivors -> the wider run: every test in the folders holding the graded files, run twice
-    with gold (the tests that pass both times), then with each survivor: one of those run and
-    failing proves it wrong (`killed_by`); nothing failing leaves it undecided (possibly
-    equivalent to gold), never called wrong. A test absent from the survivor's run proves
-    nothing: test ids can change from run to run (isodate's tests/test_date.py numbers its
-    parameters in an order that varies), and an id that did not come back did not fail
+    with gold (the tests that pass both times), then twice with each survivor: one of those run
+    and failing both times proves it wrong (`killed_by`); nothing failing twice leaves it
+    undecided (possibly equivalent to gold, or killed only by a flaky test), never called
+    wrong. A test absent from the survivor's run proves nothing: test ids can change from run
+    to run (isodate's tests/test_date.py numbers its parameters in an order that varies), and
+    an id that did not come back did not fail
 
 A task with a proven-wrong survivor is *weak*: a nearly-right fix earns reward 1 there, and
 GRPO++ rewards it like the right one. The record (`TaskStrength`) goes into the task's row of the
@@ -178,14 +179,19 @@ def _prove(
         statuses = _decided(grade, probe, task.gold_patch or "").statuses
         now = {t for t, s in statuses.items() if s is TestStatus.PASSED}
         passing = now if passing is None else passing & now
-    wide = wider_task(task, sorted(passing or ()))
+    passing = passing or set()
+    wide = wider_task(task, sorted(passing))
     proven, undecided = [], []
     for m in survivors:
         run = _decided(grade, wide, m.patch)
-        ran = run.statuses
-        failed = [t for t in run.p2p_failed if t in (passing or ()) and t in ran]
+        failed = _failed(run, passing)
         row = Survivor(operator=m.operator, change=m.change, patch=m.patch, wider=run.outcome.value)
-        if run.outcome is Outcome.UNRESOLVED and failed:
+        if failed:
+            # as gold had to pass twice, the survivor must fail twice: a test that fails only
+            # under load once proved an equivalent mutant wrong (aiohttp_0fdcc291, whose
+            # except-tuple swap is gold itself, "killed" by a 0.4 s timeout test)
+            failed = [t for t in failed if t in _failed(_decided(grade, wide, m.patch), passing)]
+        if failed:
             proven.append(row.model_copy(update={"killed_by": failed[0]}))
         else:
             undecided.append(row)
@@ -193,6 +199,13 @@ def _prove(
     return result.model_copy(
         update={"proven_wrong": proven, "undecided": undecided, "wider": wider_paths(task)}
     )
+
+
+def _failed(run, passing: set[str]) -> list[str]:
+    """The tests gold passed twice that ran in `run` (a grade) and did not pass."""
+    if run.outcome is not Outcome.UNRESOLVED:
+        return []
+    return [t for t in run.p2p_failed if t in passing and t in run.statuses]
 
 
 def harden(task: Task, strength: TaskStrength) -> Task:
