@@ -357,3 +357,40 @@ FORGED_REPRO_REPORT = UNDER_PYTEST_ONLY + (
 def test_a_reproduction_report_forged_at_exit(repo, repro_task, image):
     patch = patch_of(repo, {"calc/ops.py": FORGED_REPRO_REPORT})
     assert _grade(repro_task, patch, image).grade.outcome is not Outcome.RESOLVED
+
+
+# Found 2026-12-06 while sealing the reproduction, open (it resolves under strict rules; the
+# static gate flags it tier 2 only): a trace function set by the package is called for pytest's
+# own frames, and what it writes to a frame's f_locals is copied back into it (Python 3.8-3.12).
+# Set at import, it turns the graded test's outcome to "passed" inside
+# TestReport.from_item_and_call before the report exists; root's canaries, named otherwise, are
+# spared, and no watched callable changes. The tests' launchers cannot refuse sys.settrace from
+# repository code (coverage.py's own tests set one); the reproduction's launcher does. Kept as a
+# strict xfail: it must start failing once this is closed.
+TRACER_FLIP = """import sys
+
+
+def _local(frame, event, arg):
+    names = frame.f_locals  # one read: each read copies the frame's values over the dict
+    if event == "line" and names.get("outcome") == "failed":
+        if getattr(names.get("item"), "name", "") == "test_add":
+            names["outcome"] = "passed"
+            names["longrepr"] = None
+    return _local
+
+
+def _global(frame, event, arg):
+    if frame.f_code.co_name == "from_item_and_call":
+        return _local
+    return None
+
+
+sys.settrace(_global)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="open hole: a trace function rewrites pytest's frame")
+def test_a_trace_function_that_rewrites_pytests_report_frame(repo, task, image):
+    patch = patch_of(repo, {"calc/__init__.py": TRACER_FLIP})
+    assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
+    assert _grade(task, patch, image).grade.outcome is not Outcome.RESOLVED
