@@ -202,6 +202,19 @@ def _code_of(obj):
     return None
 
 
+def _callable_code(fn):
+    """The code a trace or profile function runs (a function, a bound method, an instance of a
+    class with __call__); None for built-in code (coverage's C tracer) or no function."""
+    if fn is None:
+        return None
+    raw = getattr(fn, "__func__", fn)
+    code = getattr(raw, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return code
+    call = _static(type(fn), "__call__", None)
+    return getattr(getattr(call, "__func__", call), "__code__", None)
+
+
 def _closes_over(wrapper, inner):
     """Whether `inner` is a function `wrapper`'s closure holds (what it calls, not a name it
     shows)."""
@@ -506,6 +519,22 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             if why:
                 tampered(why)
 
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_makereport(self, item, call):
+            # A trace or profile function is called for pytest's frames, and on 3.8-3.12 what it
+            # writes to their f_locals is copied back (the report's outcome among them): one of
+            # the repository's may not be running while a report is made and logged, and the
+            # seal refuses setting one until the report is posted (the window).
+            for what, fn in (("trace", sys.gettrace()), ("profile", sys.getprofile())):
+                code = _callable_code(fn)
+                if code is not None and trust.repository_code(code):
+                    tampered(
+                        "a %s function of the code under test (%s) was running when pytest made "
+                        "the report of %s" % (what, code.co_name, item.nodeid[:200])
+                    )
+            post("window", True)
+            yield
+
         @pytest.hookimpl(trylast=True)
         def pytest_runtest_logreport(self, report):
             xfail = hasattr(report, "wasxfail")
@@ -528,6 +557,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 if why:
                     tampered(why)
             post("status", report.nodeid, report.when, word, type(report) is TestReport)
+            post("window", False)
             if report.when == "teardown":  # once a test: after its last report
                 check(True)
 

@@ -187,8 +187,11 @@ def hexes(text):
     return "-" if text is None else text.encode("utf-8", "replace").hex()
 
 
-def _vault(key, fd, main_frame, runner):
-    """The report's writer and its rules: handle(kind, args) for each post."""
+def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
+    """The report's writer and its rules: handle(kind, args) for each post. `shared["window"]`
+    (set by a "window" post from the grader's own code, `from_grader(code)`) is open while pytest
+    makes and logs a report: the seal refuses setting a trace function then."""
+    shared = {} if shared is None else shared
     mac = hmac.new(key, digestmod=hashlib.sha256)
     write, getframe = os.write, sys._getframe
     state = {"closed": False, "collected": None, "said": set(), "unreported": 0}
@@ -289,7 +292,15 @@ def _vault(key, fd, main_frame, runner):
         state["closed"] = True
         os.close(fd)
 
+    def window(args):
+        (is_open,) = args
+        caller = getframe(3).f_code
+        if type(is_open) is not bool or from_grader is None or not from_grader(caller):
+            return tampered("the report window was moved by something other than the launcher")
+        shared["window"] = is_open
+
     kinds = {
+        "window": window,
         "status": status,
         "collected": collected,
         "collect_error": collect_error,
@@ -310,9 +321,13 @@ def _vault(key, fd, main_frame, runner):
     return handle, tampered
 
 
-def _seal(trust, tampered, tracing=True):
+def _seal(trust, tampered, tracing=True, shared=None):
     """The capability events: event -> check(args), each raising PermissionError to refuse.
-    `tracing` False: setting a trace or profile function is refused too, whoever asks."""
+    `tracing` False: setting a trace or profile function is refused too, whoever asks; else
+    refused where the repository asks (through the standard library too: threading's
+    settrace_all_threads) while `shared["window"]` is open."""
+    shared = {} if shared is None else shared
+    stdlib = os.path.dirname(os.__file__) + os.sep
     stat_ = os.stat
     ctypes_dir = os.path.dirname(os.__file__) + os.sep + "ctypes" + os.sep
     machinery = [os.path.dirname(os.__file__) + os.sep + "importlib" + os.sep, ctypes_dir]
@@ -386,9 +401,30 @@ def _seal(trust, tampered, tracing=True):
         checks[name] = enumeration(name)
     for name in ("ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.dlsym"):
         checks[name] = ctypes_(name)
-    if not tracing:
-        for name in TRACING:
-            checks[name] = always(name)
+    def asker_past_stdlib():
+        # the nearest frame that is not this file's nor the standard library's (threading's
+        # settrace_all_threads sets a trace function the repository gave it)
+        frame, here = sys._getframe(2), asker_past_stdlib.__code__.co_filename
+        while frame is not None:
+            path = frame.f_code.co_filename
+            in_stdlib = path.startswith(stdlib) and "-packages" + os.sep not in path
+            if path != here and not path.startswith("<frozen") and not in_stdlib:
+                return frame.f_code
+            frame = frame.f_back
+        return None
+
+    def traced(name):
+        def check(args):
+            if not shared.get("window"):
+                return
+            code = asker_past_stdlib()
+            if code is None or trust.repository_code(code):
+                refuse("the code under test called %s while pytest made a report" % name)
+
+        return check
+
+    for name in TRACING:
+        checks[name] = always(name) if not tracing else traced(name)
     return checks
 
 
@@ -422,14 +458,21 @@ def install(settings, runner, runner_dirs, tracing=True):
     fd = int(settings["report_fd"])
     os.set_inheritable(fd, False)  # not to the tests' subprocesses
     trust = Trust(os.getcwd(), settings.get("protected", []), runner_dirs, settings["grader_dir"])
-    handle, tampered = _vault(bytes.fromhex(settings["key"]), fd, sys._getframe(1), runner)
+    shared = {"window": False}
+
+    def from_grader(code):
+        return trust.grader_file(code.co_filename) and trust.from_its_file(code)
+
+    handle, tampered = _vault(
+        bytes.fromhex(settings["key"]), fd, sys._getframe(1), runner, shared, from_grader
+    )
     if not SEALED:  # Python < 3.8: no audit hooks
 
         def post(kind, *args):
             handle(kind, args)
 
         return post, trust, tampered
-    checks = _seal(trust, tampered, tracing)
+    checks = _seal(trust, tampered, tracing, shared)
 
     def hook(event, args):
         if event == EVENT:
