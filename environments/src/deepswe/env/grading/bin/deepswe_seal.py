@@ -401,6 +401,7 @@ def _seal(trust, tampered, tracing=True, shared=None):
         checks[name] = enumeration(name)
     for name in ("ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.dlsym"):
         checks[name] = ctypes_(name)
+
     def asker_past_stdlib():
         # the nearest frame that is not this file's nor the standard library's (threading's
         # settrace_all_threads sets a trace function the repository gave it)
