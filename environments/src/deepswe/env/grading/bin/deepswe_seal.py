@@ -44,8 +44,11 @@ class attributes can be rebound without an event (the launchers check those by i
 `f_back` is read without an event, and a trace or profile function the code under test sets is
 called for the launcher's own frames, where (Python 3.8-3.12) what it writes to `f_locals` is
 copied back into them; from Python 3.13 `f_locals` writes through with no tracer at all. The
-reproduction's launcher refuses setting a trace or profile function (`tracing=False`); the tests'
-launchers cannot (coverage.py's own tests set one), and 3.13's write-through is open in all three.
+reproduction's launcher refuses setting a trace or profile function (`tracing=False`); the pytest
+launcher cannot refuse it outright (coverage.py's own tests set one), so it refuses it only while
+pytest makes and logs a report (the window its "window" posts open and close) and checks that none
+of the repository's is running when the window opens; the unittest launcher does neither yet, and
+3.13's write-through is open in all three.
 
 Standalone: the standard library only, in the syntax of the oldest Python a task image may have.
 """
