@@ -148,9 +148,11 @@ def build_manifest(
         gold, empty = _outcome(got["gold"], True), _outcome(got["empty"], False)
         runs = [_outcome([r], True) for r in sorted(got["gold"], key=lambda r: r.run)]
         flaky = len(set(runs)) > 1
-        network = next(filter(None, map(_network_line, got["gold"])), None)
+        network = next(filter(None, (_sign_line(r, network_sign) for r in got["gold"])), None)
         # a graded test that failed reaching a wall-clock bound: it may fail only under load
-        load = None if network else next(filter(None, map(_load_line, got["gold"])), None)
+        load = None
+        if not network:
+            load = next(filter(None, (_sign_line(r, load_sign) for r in got["gold"])), None)
         reasons = []
         if network:
             reasons.append(f"needs the network: {network}")
@@ -226,24 +228,14 @@ def dataset_sha256(tasks: list[Task]) -> str:
     return h.hexdigest()
 
 
-def _network_line(r: EpisodeRecord) -> str | None:
-    """The line of a non-resolved gold run's log that shows a graded test it failed needed the
-    network (deepswe.eval.network)."""
+def _sign_line(r: EpisodeRecord, sign) -> str | None:
+    """The line of a non-resolved gold run's log that `sign` (deepswe.eval.network's
+    network_sign or load_sign) finds for a graded test the run failed."""
     if r.outcome is Outcome.RESOLVED or r.trajectory is None:
         return None
     grade = r.trajectory.grade
     failed = None if grade is None else [*grade.f2p_failed, *grade.p2p_failed, *grade.mismatched]
-    return network_sign(r.trajectory.test_log or "", failed)
-
-
-def _load_line(r: EpisodeRecord) -> str | None:
-    """The error line of a non-resolved gold run's log that shows a graded test it failed
-    reached a wall-clock bound (deepswe.eval.network.load_sign)."""
-    if r.outcome is Outcome.RESOLVED or r.trajectory is None:
-        return None
-    grade = r.trajectory.grade
-    failed = None if grade is None else [*grade.f2p_failed, *grade.p2p_failed, *grade.mismatched]
-    return load_sign(r.trajectory.test_log or "", failed)
+    return sign(r.trajectory.test_log or "", failed)
 
 
 def _gate_decided(r: EpisodeRecord) -> bool:
