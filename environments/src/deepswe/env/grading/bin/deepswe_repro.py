@@ -71,7 +71,7 @@ def main(argv, _report=_report):
     os.chdir(argv[3])  # the seal's Trust takes the working directory as the repository
     # No trace or profile function: it would be called for this frame too, and could rewrite
     # what it holds once the code returns (deepswe_seal.py, "What it cannot stop").
-    post, trust, tampered = seal.install(settings, "reproduction", [], tracing=False)
+    post = seal.install(settings, "reproduction", [], tracing=False)[0]
     os.chdir(empty)
     del settings  # the key is the vault's alone
     # As `python -c` runs code: the working directory first on sys.path, never this file's.
