@@ -41,6 +41,8 @@ What each check defends against:
 - Hook implementations of every hook, import hooks added to sys.meta_path, and each item's
   runtest must be such code too, from a file the patch did not change and nothing wrote since this
   process started; the repository's own conftest.py (root's) passes.
+- TestCase items: unittest's parts are watched (deepswe_seal.watch_parts): such a test reported
+  passed needs its setUp, test and tearDown seen ending without an exception.
 - pytest11 entry points: a plugin loaded from one that the environment without the repository
   does not have (a `<pkg>.dist-info` in the repository) is TAMPERED; so is any plugin module
   loaded from a changed file.
@@ -66,6 +68,8 @@ import unittest.case
 import deepswe_seal as seal
 
 _exit, _static = sys.exit, inspect.getattr_static
+_RUN_CODE = unittest.case.TestCase.run.__code__
+_UNITTEST_DIR = os.path.dirname(os.path.realpath(unittest.case.__file__))
 
 
 def _own(
@@ -402,6 +406,52 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 break
         return "the graded test %s does not run its file's code" % item.nodeid
 
+    def testcase_of(item):
+        test = getattr(item, "_testcase", None) or getattr(item, "instance", None)
+        return test if isinstance(test, unittest.case.TestCase) else None
+
+    def unittest_run(item):
+        """For a unittest TestCase item: "unittest" when its run is unittest's own (its parts
+        watched: passing needs them seen ending), "other" for trusted code (tornado's, which calls
+        unittest's; twisted's, which does not), or why its run is the code under test's; None
+        for any other item."""
+        test = testcase_of(item)
+        if test is None:
+            return None
+        found = _static(test, "run", None)
+        code = getattr(getattr(found, "__func__", found), "__code__", None)
+        if code is _RUN_CODE or (
+            isinstance(code, types.CodeType)
+            and os.path.dirname(os.path.realpath(code.co_filename)) == _UNITTEST_DIR
+        ):
+            return "unittest"
+        why = verdict(found)
+        return "the run of %s: %s" % (item.nodeid[:200], why) if why else "other"
+
+    def genuine_method(test, method):
+        """Why the test method unittest's run is about to run for the current item is not the
+        graded test's own (or its calls not trusted code), or None."""
+        why = seal.test_calls(trust, test, _static)
+        item = state.get("items", {}).get(state.get("current"))
+        if why or method is None or item is None:
+            return why
+        fn = getattr(method, "__func__", method)
+        if fn is not _test_function(item):
+            fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
+            path = os.path.realpath(str(fspath)) if fspath is not None else ""
+            code = getattr(fn, "__code__", None)
+            if trust.is_protected(path) and not (code is not None and trust.holds(path, code)):
+                return "the graded test %s ran other code than its own" % item.nodeid[:200]
+        return graded_code(item)
+
+    # unittest's test parts (TestCase items): a pass needs each seen ending without an exception
+    watched += [
+        ("unittest " + getattr(owner, "__name__", "?") + "." + name, owner, name, _snapshot(value))
+        for owner, name, value in seal.watch_parts(
+            post, lambda test: state.get("current") or "", genuine_method
+        )
+    ]
+
     def check(final, full=False):
         """At each report: the watched callables, the hooks a test runs and reports through,
         import hooks. `full` (after collection and at the end) also every other hook, every
@@ -512,6 +562,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_protocol(self, item, nextitem):
+            state["current"] = item.nodeid  # whose unittest parts the watch sees
             why = verdict(_static(item, "runtest", None))
             if why:
                 tampered("runtest of %s: %s" % (type(item).__name__, why))
@@ -556,6 +607,11 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 why = graded_code(item) if item is not None else None
                 if why:
                     tampered(why)
+                how = unittest_run(item) if item is not None else None
+                if how == "unittest":
+                    post("expect", report.nodeid)
+                elif how and how != "other":
+                    tampered(how)
             post("status", report.nodeid, report.when, word, type(report) is TestReport)
             post("window", False)
             if report.when == "teardown":  # once a test: after its last report

@@ -47,8 +47,13 @@ copied back into them; from Python 3.13 `f_locals` writes through with no tracer
 reproduction's launcher refuses setting a trace or profile function (`tracing=False`); the pytest
 launcher cannot refuse it outright (coverage.py's own tests set one), so it refuses it only while
 pytest makes and logs a report (the window its "window" posts open and close) and checks that none
-of the repository's is running when the window opens; the unittest launcher does neither yet, and
-3.13's write-through is open in all three.
+of the repository's is running when the window opens; the unittest launcher checks the latter at
+each result; 3.13's write-through is open in all three.
+unittest's own outcome objects are reachable from the test's frame (`self._outcome`), so for a test
+unittest's run runs, the vault does not believe a pass it did not see: `watch_parts` wraps
+`_Outcome.testPartExecutor`, and the vault reads from the thread, when each part ends, whether an
+exception escaped it; a PASSED needs three parts seen ending, none raising (the "part" and
+"expect" posts, the launchers' only).
 
 Standalone: the standard library only, in the syntax of the oldest Python a task image may have.
 """
@@ -65,6 +70,9 @@ STARTED = "# deepswe-grader report v3"
 HEADER = "=" * 27 + " short test summary info " + "=" * 28
 MARK = "# deepswe-grader: "
 SEALED = hasattr(sys, "addaudithook")
+# A passing test that unittest's own TestCase.run runs ends three parts at least: setUp, the test,
+# tearDown (and each cleanup): Python 3.8 to 3.13 alike.
+PARTS = 3
 # The events that set a trace or profile function (the all-threads ones from Python 3.12).
 TRACING = (
     "sys.settrace",
@@ -78,9 +86,11 @@ class Trust(object):
     """Which code is whose: the runner's and the grader's files, the protected repository files, and
     code that provably comes from a file (equal to what compiling that file gives)."""
 
-    def __init__(self, workdir, protected, runner_dirs, grader_dir):
+    def __init__(self, workdir, protected, runner_dirs, grader_dir, changed=()):
         self.workdir = os.path.realpath(workdir)
         self.protected = set(os.path.realpath(os.path.join(workdir, p)) for p in protected)
+        # every repository path the patch changed
+        self.changed = set(os.path.realpath(os.path.join(workdir, p)) for p in changed)
         self.runner_dirs = [os.path.realpath(d).rstrip(os.sep) + os.sep for d in runner_dirs]
         self.grader_dir = os.path.realpath(grader_dir).rstrip(os.sep) + os.sep
         # what only root reads: the settings, the report as root keeps it
@@ -146,6 +156,20 @@ class Trust(object):
             self._judged[key] = (code, os.path.isfile(path) and self.holds(path, code))
         return self._judged[key][1]
 
+    def test_code(self, code):
+        """Whether `code` is a repository test file's own (a tests/test/testing/r2e_tests folder,
+        test_*.py, *_test.py, conftest.py), as its file holds it."""
+        path = os.path.realpath(code.co_filename)
+        if not self.in_repository(path):
+            return False
+        rel = os.path.relpath(path, self.workdir).split(os.sep)
+        in_tests = any(p in ("tests", "test", "testing", "r2e_tests") for p in rel[:-1])
+        name = rel[-1]
+        named = name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py")
+        if path in self.changed and not self.is_protected(path):
+            return False
+        return (in_tests or named) and self.from_its_file(code)
+
     def repository_code(self, code):
         """Code the repository (the patch) controls: from a repository file that is not
         protected, from a file root does not own, or not provably from its file."""
@@ -201,6 +225,10 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
     phases = {}  # (key, phase) -> word, for reports that must be unique
     reported = set()
     shown = {}
+    # unittest's test parts the grader watched (watch_parts): key -> [parts that ended without an
+    # exception, why the test cannot pass or None, whether unittest's own run ran it]; the stack
+    # holds (key, the exception being handled when the part began)
+    parts, stack, expected = {}, [], set()
 
     def line(text):
         data = (text.replace("\n", " ").replace("\r", " ") + "\n").encode("utf-8", "replace")
@@ -227,6 +255,18 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
             if before is not None and before != word:
                 return tampered("%s reported %s, then %s (%s)" % (key[:200], before, word, phase))
             phases[(key, phase)] = word
+        # unittest's parts decide only the test's own report (pytest's subtest reports are not)
+        seen = parts.pop(key, None) if exact is True else None
+        if exact is True and (key in expected or (seen is not None and seen[2])):
+            expected.discard(key)
+            if word == "PASSED":
+                if seen is not None and seen[1]:
+                    return tampered("%s reported PASSED although %s" % (key[:200], seen[1]))
+                if seen is None or seen[0] < PARTS:
+                    return tampered(
+                        "%s reported PASSED, but the grader did not see its setUp, test and "
+                        "tearDown end" % key[:200]
+                    )
         reported.add(key)
         if word:
             line(word + " " + shown.get(key, key))
@@ -295,6 +335,47 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
         state["closed"] = True
         os.close(fd)
 
+    def grader_only(what):
+        # a post only the grader's own code may make: the caller of sys.audit
+        if from_grader is None or not from_grader(getframe(3).f_code):
+            tampered("%s posted by something other than the launcher" % what)
+            return False
+        return True
+
+    def part(args):
+        # ("enter", key, why, by_run) when unittest begins a test part, ("exit",) when it ends:
+        # an exception being handled at its end that was not at its beginning escaped the part
+        # (read from the thread's state here, not from any frame the code under test can write)
+        if not grader_only("a test part"):
+            return
+        if args[0] == "watching":  # the watch is installed: expect posts count from now on
+            state["watching"] = True
+            return
+        if args[0] == "enter":
+            _, key, why, by_run = args
+            if type(key) is not str:
+                return tampered("a test part posted for a key that is not a string")
+            seen = parts.setdefault(key, [0, None, False])
+            seen[1] = seen[1] or why
+            seen[2] = seen[2] or by_run is True
+            stack.append((key, sys.exc_info()[1]))
+            return
+        if not stack:
+            return tampered("a test part ended that never began")
+        key, outer = stack.pop()
+        seen = parts.setdefault(key, [0, None, False])
+        now = sys.exc_info()[1]
+        if now is outer:
+            seen[0] += 1
+        elif not seen[1]:
+            seen[1] = "its code raised %s" % type(now).__name__
+
+    def expect(args):
+        # (key,): the test is run by unittest's own run, so passing needs its parts seen ending
+        ok = grader_only("a test's expected parts") and type(args[0]) is str
+        if ok and state.get("watching"):
+            expected.add(args[0])
+
     def window(args):
         (is_open,) = args
         caller = getframe(3).f_code
@@ -304,6 +385,8 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
 
     kinds = {
         "window": window,
+        "part": part,
+        "expect": expect,
         "status": status,
         "collected": collected,
         "collect_error": collect_error,
@@ -446,6 +529,85 @@ def _source_of(pyc):
     return os.path.join(base, name.split(".")[0] + ".py")
 
 
+def test_calls(trust, test, _static=None):
+    """Why unittest's calls of `test`'s setUp, method, tearDown and cleanups do not go through
+    trusted code (the runner's, an installed package's, a protected file's or a repository test
+    file's own), or None: a `_callTestMethod` the code under test rebinds could swallow the test's
+    exception before the part it runs in ends."""
+    import inspect
+
+    static = _static or inspect.getattr_static
+    for name in ("_callSetUp", "_callTestMethod", "_callTearDown", "_callCleanup"):
+        found = static(test, name, None)
+        fn = getattr(found, "__func__", found)
+        if fn is None:
+            continue
+        code = getattr(fn, "__code__", None)
+        if not isinstance(code, types.CodeType):
+            return "%s of %s is not a function" % (name, type(test).__name__)
+        if trust.repository_code(code) and not trust.test_code(code):
+            return "%s of %s is the code under test's (%s)" % (
+                name,
+                type(test).__name__,
+                code.co_filename,
+            )
+    return None
+
+
+def watch_parts(post, key_of, genuine):
+    """Watch the parts of every test unittest's own run runs (setUp, the test, tearDown, each
+    cleanup and subTest: what `_Outcome.testPartExecutor` wraps), for the vault's rule that a test
+    reported PASSED was seen ending each part without an exception. A unittest test's outcome is
+    kept in objects the code under test reaches from its own frame (`self._outcome`: setting its
+    `expecting_failure` turns the failure into a pass); the exception escaping a part is not: it is
+    read from the thread's state by the vault when the part ends. `key_of(test)` names the test as
+    the launcher's status posts do; `genuine(test, method)` says why the test method run()
+    is about to run is not the graded test's own code (or None). Returns [(owner, name, value)] to
+    check by identity with the launcher's other watched callables; nothing below Python 3.8."""
+    import unittest.case
+
+    outcome = getattr(unittest.case, "_Outcome", None)
+    original = vars(outcome).get("testPartExecutor") if outcome is not None else None
+    run = vars(unittest.case.TestCase).get("run")
+    if not SEALED or original is None or not isinstance(run, types.FunctionType):
+        return []
+    run_code, getframe = run.__code__, sys._getframe
+
+    class Part(object):
+        __slots__ = ("inner",)
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __enter__(self):
+            return self.inner.__enter__()
+
+        def __exit__(self, typ, value, tb):
+            post("part", "exit")
+            return self.inner.__exit__(typ, value, tb)
+
+    methods = (vars(Part)["__enter__"], vars(Part)["__exit__"])
+
+    def testPartExecutor(self, test_case, *args, **kwargs):
+        test = getattr(test_case, "test_case", test_case)  # a subTest's own test
+        caller = getframe(1)
+        by_run = caller.f_code is run_code
+        why = genuine(test, caller.f_locals.get("testMethod") if by_run else None)
+        # checked here, where the with statement is about to look them up
+        if (vars(Part).get("__enter__"), vars(Part).get("__exit__")) != methods:
+            why = why or "the grader's watch of test parts was replaced"
+        post("part", "enter", key_of(test), why, by_run)
+        return Part(original(self, test_case, *args, **kwargs))
+
+    outcome.testPartExecutor = testPartExecutor
+    post("part", "watching")
+    return [
+        (outcome, "testPartExecutor", testPartExecutor),
+        (Part, "__enter__", methods[0]),
+        (Part, "__exit__", methods[1]),
+    ]
+
+
 def read_settings(fd):
     """The settings root passed on descriptor `fd` (JSON), the descriptor closed."""
     import json
@@ -461,7 +623,13 @@ def install(settings, runner, runner_dirs, tracing=True):
     or profile function may be set (the reproduction's launcher)."""
     fd = int(settings["report_fd"])
     os.set_inheritable(fd, False)  # not to the tests' subprocesses
-    trust = Trust(os.getcwd(), settings.get("protected", []), runner_dirs, settings["grader_dir"])
+    trust = Trust(
+        os.getcwd(),
+        settings.get("protected", []),
+        runner_dirs,
+        settings["grader_dir"],
+        settings.get("changed", []),
+    )
     shared = {"window": False}
 
     def from_grader(code):

@@ -25,8 +25,14 @@ runner prints, as it happens:
 - The graded tests' own code: a test method from a protected file must run code that compiling
   that file gives.
 - Watched callables: unittest's TestCase.run/__call__ and its assertion API (assert*, fail,
-  failureException), TestSuite.run, the add* methods (this file's), the loader, os.write; checked
-  at every result and at the end.
+  failureException), TestSuite.run, the add* methods (this file's), the loader, os.write, the
+  part watch; checked at every result and at the end.
+- The parts (deepswe_seal.watch_parts): a test unittest's own run runs is reported PASSED only
+  when the vault saw its setUp, test and tearDown end without an exception (what the code under
+  test could flip on `self._outcome` does not count), the method run() calls being the graded
+  test's own, through trusted `_callTestMethod` code; a test whose run is the code under test's
+  is tampered.
+- No trace or profile function of the repository's may be running when a result is reported.
 What this cannot stop is what deepswe_pytest.py says: code under test shares the process.
 
 Standalone: the standard library and deepswe_seal.py, the syntax of the oldest Python a task image
@@ -49,6 +55,8 @@ import deepswe_seal as seal
 WORDS = {"addSuccess": "PASSED", "addFailure": "FAILED", "addError": "ERROR", "addSkip": "SKIPPED"}
 SILENT = ("addExpectedFailure", "addUnexpectedSuccess")
 _exit, _static = sys.exit, inspect.getattr_static
+_RUN_CODE = unittest.case.TestCase.run.__code__
+_UNITTEST_DIR = os.path.dirname(os.path.realpath(unittest.case.__file__))
 
 
 def test_id(test):
@@ -69,9 +77,24 @@ def _tests(suite):
             yield test
 
 
+def _closes_over(wrapper, inner):
+    """Whether `inner` is a function `wrapper`'s closure holds (what it calls, not a name it
+    shows)."""
+    for cell in getattr(wrapper, "__closure__", None) or ():
+        try:
+            if cell.cell_contents is inner:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
 def _graded_code(trust, test):
     """Why a test method from a protected file does not run code its file holds (or, for a
-    method it inherits or a generator made, a repository test file's own code), or None."""
+    method it inherits or a generator made, a repository test file's own code), or None. An
+    installed decorator (mock.patch) is followed to what it wraps when its closure calls that
+    function; the launcher reports this only for a test that passes (unittest.skip's wrapper
+    calls nothing, and skips)."""
     method = getattr(test, "_testMethodName", None)
     fn = getattr(type(test), method, None) if method else None
     fn = getattr(fn, "__func__", fn)
@@ -81,15 +104,70 @@ def _graded_code(trust, test):
     path = os.path.realpath(getattr(module, "__file__", None) or "")
     if not trust.is_protected(path):
         return None
-    code = fn.__code__
-    where = os.path.realpath(code.co_filename)
-    if where == path and code in trust.codes_of(path):
-        return None
-    parts = os.path.relpath(where, trust.workdir).split(os.sep)
-    in_tests = any(p in ("tests", "test", "testing", "r2e_tests") for p in parts[:-1])
-    if where != path and trust.in_repository(where) and in_tests and trust.from_its_file(code):
-        return None
+    for _ in range(8):
+        code = fn.__code__
+        where = os.path.realpath(code.co_filename)
+        if where == path and code in trust.codes_of(path):
+            return None
+        if where != path and trust.test_code(code):
+            return None
+        inner = getattr(fn, "__wrapped__", None)
+        if trust.repository_code(code) or not _closes_over(fn, inner):
+            break
+        fn = inner
+        if not isinstance(fn, types.FunctionType):
+            break
     return "the graded test %s does not run its file's code" % test_id(test)
+
+
+def _callable_code(fn):
+    """The code a trace or profile function runs; None for built-in code or no function."""
+    raw = getattr(fn, "__func__", fn)
+    code = getattr(raw, "__code__", None)
+    if code is None and fn is not None:
+        call = _static(type(fn), "__call__", None)
+        code = getattr(getattr(call, "__func__", call), "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def _run_by(trust, test):
+    """How `test` is run: "unittest" when its run is unittest's own (its parts are watched, and
+    passing needs them seen ending), "other" for a run that is trusted code (tornado's, which
+    calls unittest's; twisted's, which does not), or why its run is the code under test's."""
+    found = _static(test, "run", None)
+    code = getattr(getattr(found, "__func__", found), "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return "the run of %s is not a function" % test_id(test)
+    if code is _RUN_CODE or os.path.dirname(os.path.realpath(code.co_filename)) == _UNITTEST_DIR:
+        return "unittest"
+    if trust.repository_code(code) and not trust.test_code(code):
+        path = os.path.realpath(code.co_filename)
+        if path in trust.changed or not trust.from_its_file(code):
+            return "%s is run by the code under test (%s)" % (test_id(test), code.co_filename)
+    return "other"
+
+
+def _genuine(trust):
+    """genuine(test, method): why the test method unittest's run is about to run (`method`, what
+    run() looked up) is not the graded test's own, or its calls not trusted code; None if it is."""
+
+    def genuine(test, method):
+        why = seal.test_calls(trust, test, _static)
+        if why or method is None:
+            return why
+        name = getattr(test, "_testMethodName", None)
+        own = _static(type(test), name, None) if name else None
+        fn, own = getattr(method, "__func__", method), getattr(own, "__func__", own)
+        if fn is not own and _protected(trust, test):
+            return "the graded test %s ran a method that is not its class's" % test_id(test)
+        return _graded_code(trust, test)
+
+    return genuine
+
+
+def _protected(trust, test):
+    module = sys.modules.get(type(test).__module__)
+    return trust.is_protected(os.path.realpath(getattr(module, "__file__", None) or ""))
 
 
 def _install(post, tampered, trust):
@@ -101,9 +179,25 @@ def _install(post, tampered, trust):
         word = WORDS.get(name)
 
         def add(self, test, *args):
-            why = _graded_code(trust, test)
+            why = _graded_code(trust, test) if word == "PASSED" else None
             if why:
                 tampered(why)
+            # a trace function is called for unittest's frames, and on 3.8-3.12 what it writes to
+            # their f_locals is copied back: one of the repository's may not be running when a
+            # test's outcome is reported (the same rule as deepswe_pytest.py's report window)
+            for what, fn in (("trace", sys.gettrace()), ("profile", sys.getprofile())):
+                code = _callable_code(fn)
+                if code is not None and trust.repository_code(code):
+                    tampered(
+                        "a %s function of the code under test (%s) was running when %s was "
+                        "reported" % (what, code.co_name, test_id(test)[:200])
+                    )
+            if isinstance(test, unittest.case.TestCase):
+                how = _run_by(trust, test)
+                if how == "unittest":
+                    post("expect", test_id(test))
+                elif how != "other" and _protected(trust, test):
+                    tampered(how)
             if word:
                 post("status", test_id(test), "call", word, True)
             check(False)
@@ -163,6 +257,8 @@ def _install(post, tampered, trust):
         for n in sorted(vars(case))
         if n.startswith(("assert", "fail")) or n in ("failureException", "_baseAssertEqual")
     ]
+    # unittest's test parts: a pass needs each seen ending without an exception (deepswe_seal.py)
+    watched += seal.watch_parts(post, test_id, _genuine(trust))
     codes = [(f, f.__code__) for f in (hook, posting) if isinstance(f, types.FunctionType)]
 
     def check(final):
