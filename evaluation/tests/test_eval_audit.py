@@ -156,6 +156,28 @@ def test_the_attack_is_real_where_pytest_is_not_the_graders(name, tmp_path):
     assert "FAILED" not in run.stdout, run.stdout[-2000:]
 
 
+TESTCASE_TESTS = (
+    "import unittest\n\nfrom calc.ops import add, clamp\n\n\nclass TestOps(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n"
+    "    def test_clamp(self):\n        self.assertEqual(clamp(5, 0, 3), 3)\n"
+)
+
+
+@pytest.mark.parametrize("name", ["unittest-outcome-flipped", "unittest-run-replaced"])
+def test_the_unittest_attacks_are_real_on_testcase_tests(name, tmp_path):
+    """On TestCase tests (swe-mini's mistune, R2E-Gym's runner rows) a plain `python -m pytest`
+    and a plain unittest run both look fixed."""
+    repo = _attacked(name, tmp_path)
+    (repo / "tests" / "test_ops.py").write_text(TESTCASE_TESTS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    cmd = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_ops.py"]
+    run = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0 and "FAILED" not in run.stdout, run.stdout[-2000:]
+    cmd = [sys.executable, "-m", "unittest", "tests.test_ops"]
+    run = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 @pytest.fixture
 def task_file(tmp_path) -> Path:
     """A one-task set in swe-mini's shape (tests in the repository, the repository on

@@ -72,6 +72,11 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "unittest takeover",
         "the package turns every TestCase assert*/fail* method into a no-op",
     ),
+    "unittest-outcome-flipped": (
+        "unittest takeover",
+        "the package makes unittest's outcome object always expect a failure, so a failing "
+        "TestCase test is reported a success",
+    ),
     "stdout-filter": (
         "output rewriting",
         "the package rewrites FAILED and ERROR to PASSED in stdout",
