@@ -373,7 +373,8 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         """Why a test collected from a protected file does not run code its file holds, or None:
         the graded file's own (as written or as pytest rewrites it), or a repository test file's
         that the patch did not change (a mixin it inherits, a generator that made it), reached
-        through an installed decorator's `__wrapped__` where one wraps it."""
+        through a decorator's `__wrapped__` where its closure calls what it names. Reported only
+        for a test that passes (`passing_code`): unittest.skip's wrapper calls nothing, and skips."""
         fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
         path = os.path.realpath(str(fspath)) if fspath is not None else ""
         fn = _test_function(item) if trust.is_protected(path) else None
@@ -399,7 +400,9 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 # wrapped is the one its closure calls.
                 if where in changed or verdict(fn) is not None or not _closes_over(fn, inner):
                     break
-            elif verdict(fn) is not None:  # installed code that is not its file's
+            elif verdict(fn) is not None or not _closes_over(fn, inner):
+                # installed code that is not its file's, or that does not call what it names as
+                # wrapped (any installed function given a `__wrapped__` would pass for a wrapper)
                 break
             fn = inner
             if not isinstance(fn, types.FunctionType):
@@ -555,9 +558,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             post("collected", tuple((item.nodeid, pos(item.nodeid)) for item in items))
             state["items"] = dict((item.nodeid, item) for item in items)
             for item in items:
-                why = graded_code(item)
-                if why:
-                    tampered(why)
+                graded_code(item)  # each graded test's function as collected, remembered
             check(False, full=True)  # what collection registered, before any test runs
 
         @pytest.hookimpl(tryfirst=True)
@@ -566,9 +567,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             why = verdict(_static(item, "runtest", None))
             if why:
                 tampered("runtest of %s: %s" % (type(item).__name__, why))
-            why = graded_code(item)
-            if why:
-                tampered(why)
+            state["graded"] = graded_code(item)  # as the test is about to run
 
         @pytest.hookimpl(hookwrapper=True, tryfirst=True)
         def pytest_runtest_makereport(self, item, call):
@@ -605,7 +604,9 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             if report.when == "call":  # again once it ran: a wrapper's closure swapped meanwhile
                 item = state.get("items", {}).get(report.nodeid)
                 why = graded_code(item) if item is not None else None
-                if why:
+                if state.get("current") == report.nodeid:
+                    why = state.get("graded") or why
+                if why and word in ("PASSED", "XPASS"):
                     tampered(why)
                 how = unittest_run(item) if item is not None else None
                 if how == "unittest":
