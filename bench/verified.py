@@ -17,7 +17,9 @@ Baseline named for the ratios: swebench's verdict on the same log (agreement = 1
 
 Rows: --ids, or --draw N --seed S (one row per repository drawn uniformly within it, the
 repositories in name order, then N minus that many drawn uniformly from the rest; Python's
-random.Random(S) over instance ids in sorted order). Each row's result is kept in
+random.Random(S) over instance ids in sorted order), or --every-spec: the first row (by instance
+id; one not known to need the internet where the spec has one) of each (repository, version) spec of verified.jsonl, 80 in all, specs in name order; a spec
+is only as eligible as its build, so each is built and graded once (hours on 2 cores: resumable). Each row's result is kept in
 --out/<instance_id>/result.json (with both test logs beside it): a rerun with the same --out
 skips the rows already there but unsupported ones (--retry-failed redoes those that failed to
 build too), so a long run resumes where it stopped. After the rows: the image budget, each
@@ -38,7 +40,8 @@ tester; environments/README.md), where a command the grader cannot own or a row 
 the code under test ends `infra_error` with the refusal as its reason; give it its own --out.
 
 Run: DEEPSWE_VERIFIED_DIR=/data/verified .venv/bin/python bench/verified.py [--ids ID ...]
-     [--draw 41 --seed 27 [--exclude-named] [--mirrored-only]] [--out runs/bench-verified]
+     [--draw 41 --seed 27 [--exclude-named] [--mirrored-only] | --every-spec]
+     [--out runs/bench-verified]
      [--retry-failed] [--network] [--rules strict]
 """
 
@@ -115,6 +118,15 @@ def draw(ids_by_repo: dict[str, list[str]], n: int, seed: int) -> list[str]:
     picked = [rng.choice(sorted(ids_by_repo[repo])) for repo in sorted(ids_by_repo)]
     rest = sorted({i for ids in ids_by_repo.values() for i in ids} - set(picked))
     return picked + rng.sample(rest, max(0, n - len(picked)))
+
+
+def every_spec(rows: dict[str, dict]) -> list[str]:
+    """The first instance id of each (repository, version) spec, specs in name order."""
+    first: dict[tuple[str, str], str] = {}
+    # a row known to need the internet only where its spec has no other
+    for iid in sorted(rows, key=lambda i: (i in NEEDS_NETWORK, i)):
+        first.setdefault((rows[iid]["repo"], str(rows[iid]["version"])), iid)
+    return [first[k] for k in sorted(first)]
 
 
 def swebench_verdict(task, patch: str, log: str, path: Path) -> bool:
@@ -210,19 +222,20 @@ def one(row: dict, mirror: Path, folder: Path, rules: str | None = None) -> dict
 
 
 HEADER = (
-    "| repository | instance | Python | gold | empty | build s (env + task) | grade s (gold) "
+    "| repository (version) | instance | Python | gold | empty | build s (env + task) | grade s (gold) "
     "| env MB | history MB | task layer MB | agrees with swebench |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
 def table_row(r: dict) -> str:
+    repo = f"{r['repo']} ({r['version']})" if r.get("version") else r["repo"]
     if r["status"] in ("unsupported_env", "build_failed", "needs_network"):
         why = r["why"].strip().splitlines()[-1][:120] if r["why"].strip() else ""
-        return f"| {r['repo']} | {r['instance_id']} | {r['python']} | {r['status']}: {why} |"
+        return f"| {repo} | {r['instance_id']} | {r['python']} | {r['status']}: {why} |"
     build = f"{r['build_s']} ({r.get('env_s', '?')} + {r.get('task_s', '?')})"
     return (
-        f"| {r['repo']} | {r['instance_id']} | {r['python']} | {r['gold']} | {r['empty']} | "
+        f"| {repo} | {r['instance_id']} | {r['python']} | {r['gold']} | {r['empty']} | "
         f"{build} | {r['gold_grade_s']} | {r['env_mb']} | {r.get('history_mb', 0)} | "
         f"{r['task_layer_mb']} | {'yes' if r['agrees'] else 'NO'} |"
         + (" gold fails in the reference too |" if r["instance_id"] in REFERENCE_GOLD_FAILS else "")
@@ -234,6 +247,9 @@ def main() -> None:
     ap.add_argument("--ids", nargs="*", default=None, help="instance ids (default: DEFAULT_IDS)")
     ap.add_argument("--draw", type=int, default=0, help="draw this many rows (module doc)")
     ap.add_argument("--seed", type=int, default=27, help="the draw's seed")
+    ap.add_argument(
+        "--every-spec", action="store_true", help="the first row of each (repo, version) spec"
+    )
     ap.add_argument("--out", type=Path, default=Path("runs/bench-verified"))
     ap.add_argument("--retry-failed", action="store_true", help="redo rows that failed to build")
     ap.add_argument("--network", action="store_true", help="grade NEEDS_NETWORK rows too")
@@ -273,6 +289,9 @@ def main() -> None:
         by_repo = {r: ids for r, ids in by_repo.items() if r in held}
     by_repo = {r: ids for r, ids in by_repo.items() if ids}
     ids = draw(by_repo, args.draw, args.seed) if args.draw else (args.ids or DEFAULT_IDS)
+    if args.every_spec:
+        ids = every_spec(rows)
+        print(f"{len(ids)} specs, one row each", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ids.json").write_text(json.dumps(ids, indent=1))
     results = []
