@@ -58,6 +58,10 @@ def test_streamed_weights_make_the_engine_sample_as_a_fresh_one(tmp_path):
     assert streamed["first"] == streamed["again"]  # seeded
     # sample_many (the hybrid rank's batch): a seeded request samples as it does alone
     assert streamed["batched"] == streamed["first"] and streamed["batch_sizes"] == [2, 1]
+    # submit (continuous batching): the short request ends while the long one still decodes,
+    # and each samples as in a generate call of its own
+    assert streamed["short_done_first"] and streamed["long_tokens"] > 8
+    assert streamed["submitted_as_alone"]
     with safe_open(str(b / "model.safetensors"), framework="pt") as f:
         assert streamed["loaded"] == len(list(f.keys()))  # every tensor of b, one at a time
     assert streamed["after"] == fresh["first"] != streamed["first"]

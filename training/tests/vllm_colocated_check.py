@@ -41,6 +41,19 @@ def main() -> None:
         {"ids": s.token_ids, "lps": s.logprobs, "finish": s.finish_reason} for s in batch[0]
     ]
     report["batch_sizes"] = [len(r) for r in batch]
+    # continuous batching: a long request in flight, a short one submitted after it finishes
+    # first, and both sample as they do alone
+    long = engine.submit(prompt, 1, 1.0, 200, seed=11)
+    short = engine.submit(prompt[:9], 2, 1.0, 8, seed=3)
+    short_samples = short.result(timeout=300)
+    report["short_done_first"] = not long.done()
+    long_samples = long.result(timeout=300)
+    alone = engine.sample_many([(prompt, 1, 1.0, 200, 11), (prompt[:9], 2, 1.0, 8, 3)])
+    report["submitted_as_alone"] = [
+        [s.token_ids for s in long_samples],
+        [s.token_ids for s in short_samples],
+    ] == [[s.token_ids for s in r] for r in alone]
+    report["long_tokens"] = len(long_samples[0].token_ids)
     engine.sleep(2)  # CPU: vLLM has no sleep mode here, a no-op said by can_sleep
     engine.wake_up()
     if a.stream:

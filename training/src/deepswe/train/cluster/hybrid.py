@@ -12,9 +12,12 @@ to it. With engine.tensor_parallel = TP x CP (deepswe-32b: 8) every rank of the 
 engine's shard of its GPU, and the group's first rank, which the rollout workers call, fans each
 request out: it asks every other rank of the group to run the same generate call, runs its own,
 and waits for all (vLLM's external_launcher needs every TP rank to call generate with the same
-requests in the same order: the first rank's order). The first rank batches: requests that
-arrive while a generate call runs go together into the next one (vLLM's `sample_many`: one
-generate over their prompts), so concurrent episodes share the engine as they would a server.
+requests in the same order: the first rank's order). That rank serves in lock-step batches
+(engines/batching.py): requests that arrive while a generate call runs go together into the next
+one (vLLM's `sample_many`: one generate over their prompts, run to its longest reply). An engine
+that serves a group of one and can batch continuously (`submit`: vLLM's offline engine, stepped
+by its own thread) is given each request as it comes instead: every episode's next turn joins the
+running batch at the next decoding step, as on vLLM's server and in rLLM's async engine.
 Weights move from the backend to the engine one tensor at a time (`backends.hf_weights`: the
 megatron backend all-gathers each TP-sharded tensor in its group as it comes): never a whole
 state dict, never through Ray's object store.
@@ -36,22 +39,14 @@ from deepswe.train.backends import hf_weights
 from deepswe.train.cluster import require_ray
 from deepswe.train.cluster.ranks import TrainerRank
 from deepswe.train.engines import Sample
+from deepswe.train.engines.batching import LockStepBatches
+from deepswe.train.engines.batching import Request as BatchRequest
 
 if TYPE_CHECKING:
     from deepswe.train.config import TrainConfig
 
 # A sampling request as the rollout workers make it: (prompt, n, temperature, max_tokens, seed).
-Request = tuple[Any, int, float, int, "int | None"]
-
-
-class _Pending:
-    """A request waiting in the serving rank's queue, and its result once a batch ran it."""
-
-    def __init__(self, request: Request) -> None:
-        self.request = request
-        self.done = threading.Event()
-        self.result: list[Sample] = []
-        self.error: BaseException | None = None
+Request = BatchRequest
 
 
 def sample_batch(engine: Any, requests: list[Request]) -> list[list[Sample]]:
@@ -98,8 +93,7 @@ class HybridRank(TrainerRank):
         self.batches = 0  # generate calls run (the first rank's and its followers' must match)
         self.requests = 0  # requests served in them
         self.followers: list[Any] = []  # the group's other engine-holding ranks (fan-out)
-        self._queue: list[_Pending] = []
-        self._queue_lock, self._run_lock = threading.Lock(), threading.Lock()
+        self._batches = LockStepBatches(self._run)
         self._collective = threading.Lock()
         super().__init__(cfg, rank, world, init_method, threads)
 
@@ -129,48 +123,34 @@ class HybridRank(TrainerRank):
         max_tokens: int,
         seed: int | None = None,
     ) -> list[Sample]:
-        """The group's first rank, called by the rollout workers at once (a threaded actor):
-        requests that arrive while a generate call runs wait and go together in the next one,
-        which every engine-holding rank of the group runs (`follow`), in this rank's order."""
+        """The group's first rank, called by the rollout workers at once (a threaded actor). An
+        engine of a group of one that batches continuously (`submit`) takes the request as it
+        comes; otherwise requests that arrive while a generate call runs wait and go together
+        in the next one, which every engine-holding rank of the group runs (`follow`), in this
+        rank's order."""
         if self.engine is None or not hosts_engine(self.rank, self.cfg):
             raise RuntimeError(
                 f"trainer rank {self.rank} serves no samples (its group's first does)"
             )
-        job = _Pending((prompt, n, temperature, max_tokens, seed))
-        with self._queue_lock:
-            self._queue.append(job)
-        while not job.done.is_set():
-            with self._run_lock:  # one generate call at a time, on every rank of the group
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
-                if batch:
-                    self._run(batch)
-        if job.error is not None:
-            raise job.error
-        return job.result
+        submit = getattr(self.engine, "submit", None)
+        if submit is not None and not self.followers:
+            self.requests += 1
+            return submit(prompt, n, temperature, max_tokens, seed).result()
+        return self._batches.sample((prompt, n, temperature, max_tokens, seed))
 
-    def _run(self, batch: list[_Pending]) -> None:
-        requests = [j.request for j in batch]
-        try:
-            pending = [f.follow.remote(requests) for f in self.followers]
-            mine = self.follow(requests)
-            theirs = require_ray().get(pending) if pending else []
-            for i, other in enumerate(theirs, 1):
-                if [[s.token_ids for s in r] for r in other] != [
-                    [s.token_ids for s in r] for r in mine
-                ]:
-                    raise RuntimeError(
-                        f"trainer rank {self.rank + i} sampled other tokens than rank "
-                        f"{self.rank} for the same requests: the engine's shards are out of step"
-                    )
-            for j, r in zip(batch, mine, strict=True):
-                j.result = r
-        except BaseException as e:
-            for j in batch:
-                j.error = e
-        finally:
-            for j in batch:
-                j.done.set()
+    def _run(self, requests: list[Request]) -> list[list[Sample]]:
+        pending = [f.follow.remote(requests) for f in self.followers]
+        mine = self.follow(requests)
+        theirs = require_ray().get(pending) if pending else []
+        for i, other in enumerate(theirs, 1):
+            if [[s.token_ids for s in r] for r in other] != [
+                [s.token_ids for s in r] for r in mine
+            ]:
+                raise RuntimeError(
+                    f"trainer rank {self.rank + i} sampled other tokens than rank "
+                    f"{self.rank} for the same requests: the engine's shards are out of step"
+                )
+        return mine
 
     def follow(self, requests: list[Request]) -> list[list[Sample]]:
         """One generate call over `requests` on this rank's engine (shard), as its group's

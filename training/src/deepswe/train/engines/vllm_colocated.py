@@ -13,6 +13,14 @@ by reference: one tensor at a time, nothing written to disk, nothing through Ray
 CUDA only; elsewhere (vLLM's CPU build) sleeping is refused by vLLM at construction, so the
 engine is built without sleep mode and `sleep` is a no-op there, said by `can_sleep`.
 
+Two ways to sample. `submit` is continuous batching, as vLLM's server and rLLM's async engine run:
+each request joins the engine's running batch at its next decoding step and its future resolves
+the moment it finishes, whatever else is still decoding (a stepping thread drives
+`LLMEngine.step()`; requests are added between steps). `sample_many` is one generate call over a
+batch, run to its longest reply: what the model-parallel fan-out needs (every shard must run the
+same calls in the same order; cluster/hybrid.py). A generate call waits until no submitted
+request is in flight, and the other way round.
+
 Tested on CPU in vLLM's virtualenv (training/tests/test_train_vllm_colocated.py): build, sample
 with seeds, the streamed in-place load against a fresh engine of the same weights. Not run on a
 GPU. With `tensor_parallel` above 1 every rank of the group builds its shard through vLLM's
@@ -25,8 +33,12 @@ Imports only torch, vLLM and deepswe.train.engines (vLLM's virtualenv has no dee
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
+import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +69,7 @@ class ColocatedVLLMEngine:
         from vllm import LLM
 
         self.can_sleep = cuda = torch.cuda.is_available()
+        self.tensor_parallel = tensor_parallel
         self.llm = LLM(
             model=str(model_path),
             dtype=dtype,
@@ -78,6 +91,13 @@ class ColocatedVLLMEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self.asleep = False
         self._renderer: Any = None
+        # continuous batching (submit): request id -> its future, the stepping thread's state
+        self._inflight: dict[str, Future] = {}
+        self._aliases: dict[str, str] = {}  # vLLM's id of a request -> ours
+        self._engine_lock = threading.Condition()
+        self._request_ids = itertools.count()
+        self._stepper: threading.Thread | None = None
+        self.busy_s = 0.0  # seconds the engine spent in decoding steps and generate calls
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> ColocatedVLLMEngine:
@@ -110,39 +130,116 @@ class ColocatedVLLMEngine:
         seed: int | None = None,
     ) -> list[Sample]:
         """n replies with the log-prob of each sampled token (vLLM's logprobs=0: the sampled
-        token's, under the tempered distribution)."""
+        token's, under the tempered distribution). Concurrent calls are batched continuously
+        (`submit`), but for an engine spanning a model-parallel group, whose shards must run the
+        same generate calls (`sample_many`)."""
+        if self.tensor_parallel == 1:
+            return self.submit(prompt, n, temperature, max_tokens, seed).result()
         return self.sample_many([(prompt, n, temperature, max_tokens, seed)])[0]
+
+    def _request(
+        self, prompt: Any, n: int, temperature: float, max_tokens: int, seed: int | None
+    ) -> tuple[dict[str, list[int]], Any]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        if self.asleep:
+            raise RuntimeError("the engine is asleep: wake_up before sampling")
+        ids = self._ids(prompt)
+        if not ids or n < 1 or max_tokens < 1 or temperature < 0:
+            raise ValueError(
+                f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; "
+                f"got {len(ids)} ids, {n}, {max_tokens}, {temperature}"
+            )
+        params = SamplingParams(
+            n=n,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            logprobs=0,
+            skip_special_tokens=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,  # one output per request, when it ends
+        )
+        return {"prompt_token_ids": ids}, params
 
     def sample_many(
         self, requests: list[tuple[Any, int, float, int, int | None]]
     ) -> list[list[Sample]]:
         """`sample` for several requests (prompt, n, temperature, max_tokens, seed) in one
-        generate call, each with its own sampling parameters: the hybrid rank's batch."""
-        from vllm import SamplingParams
-
-        if self.asleep:
-            raise RuntimeError("the engine is asleep: wake_up before sampling")
-        prompts, params = [], []
-        for prompt, n, temperature, max_tokens, seed in requests:
-            ids = self._ids(prompt)
-            if not ids or n < 1 or max_tokens < 1 or temperature < 0:
-                raise ValueError(
-                    f"need a prompt, n >= 1, max_tokens >= 1, temperature >= 0; "
-                    f"got {len(ids)} ids, {n}, {max_tokens}, {temperature}"
-                )
-            prompts.append({"prompt_token_ids": ids})
-            params.append(
-                SamplingParams(
-                    n=n,
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    seed=seed,
-                    logprobs=0,
-                    skip_special_tokens=False,
-                )
-            )
-        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        generate call, each with its own sampling parameters, run to its longest reply: the
+        model-parallel fan-out's batch (every shard runs the same calls)."""
+        made = [self._request(*r) for r in requests]
+        with self._engine_lock:
+            while self._inflight:  # the generate call would step (and take) their outputs
+                self._engine_lock.wait()
+            t0 = time.monotonic()
+            try:
+                outs = self.llm.generate([m[0] for m in made], [m[1] for m in made], use_tqdm=False)
+            finally:
+                self.busy_s += time.monotonic() - t0
         return [self._samples(out) for out in outs]
+
+    def submit(
+        self,
+        prompt: list[int] | list[dict[str, str]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None = None,
+    ) -> Future:
+        """Continuous batching: the request joins the running batch at the engine's next
+        decoding step; the future resolves to its n samples as soon as it finishes, whatever
+        else is still decoding. Thread-safe; a seeded request samples as it does alone."""
+        prompt_in, params = self._request(prompt, n, temperature, max_tokens, seed)
+        future: Future = Future()
+        with self._engine_lock:
+            ours = f"deepswe-{next(self._request_ids)}"
+            # vLLM may name the request its own way internally; its outputs carry ours
+            theirs = self.llm.llm_engine.add_request(ours, prompt_in, params)
+            self._inflight[ours] = future
+            self._aliases[theirs] = ours
+            if self._stepper is None or not self._stepper.is_alive():
+                self._stepper = threading.Thread(
+                    target=self._step_loop, name="vllm-colocated-steps", daemon=True
+                )
+                self._stepper.start()
+            self._engine_lock.notify_all()
+        return future
+
+    def _step_loop(self) -> None:
+        """Decoding steps while any submitted request is in flight; requests are added between
+        steps (each step holds the engine's lock), finished ones resolved at once."""
+        while True:
+            with self._engine_lock:
+                while not self._inflight:
+                    self._engine_lock.wait()
+                t0 = time.monotonic()
+                try:
+                    outs = self.llm.llm_engine.step()
+                except BaseException as e:  # every waiting episode learns why
+                    for future in self._inflight.values():
+                        future.set_exception(e)
+                    self._inflight.clear()
+                    self._engine_lock.notify_all()
+                    continue
+                finally:
+                    self.busy_s += time.monotonic() - t0
+                done = []
+                for out in outs:
+                    if out.finished:
+                        key = self._aliases.pop(out.request_id, out.request_id)
+                        self._aliases = {k: v for k, v in self._aliases.items() if v != key}
+                        future = self._inflight.pop(key, None)
+                        if future is None:  # not ours: nothing waits on it
+                            continue
+                        done.append((future, out))
+                if not self._inflight:
+                    self._engine_lock.notify_all()  # a generate call may run now
+            for future, out in done:
+                try:
+                    future.set_result(self._samples(out))
+                except BaseException as e:
+                    future.set_exception(e)
 
     def _samples(self, out: Any) -> list[Sample]:
         samples = []
