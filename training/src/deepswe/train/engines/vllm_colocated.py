@@ -175,6 +175,9 @@ class ColocatedVLLMEngine:
             t0 = time.monotonic()
             try:
                 outs = self.llm.generate([m[0] for m in made], [m[1] for m in made], use_tqdm=False)
+            except BaseException:
+                self._abort_all()  # else the next call would step (and return) them too
+                raise
             finally:
                 self.busy_s += time.monotonic() - t0
         return [self._samples(out) for out in outs]
@@ -217,9 +220,11 @@ class ColocatedVLLMEngine:
                 try:
                     outs = self.llm.llm_engine.step()
                 except BaseException as e:  # every waiting episode learns why
+                    self._abort_all()
                     for future in self._inflight.values():
                         future.set_exception(e)
                     self._inflight.clear()
+                    self._aliases.clear()
                     self._engine_lock.notify_all()
                     continue
                 finally:
@@ -240,6 +245,16 @@ class ColocatedVLLMEngine:
                     future.set_result(self._samples(out))
                 except BaseException as e:
                     future.set_exception(e)
+
+    def _abort_all(self) -> None:
+        """Drop every request still in the engine after a failed step: one left there would be
+        stepped, and its output taken, by the next call. (Found on vLLM's CPU build: a seeded
+        request whose prefill is split across steps raises "CPU Generator does not use
+        offset" there.)"""
+        engine = self.llm.llm_engine
+        states = getattr(getattr(engine, "output_processor", None), "request_states", {})
+        if states:
+            engine.abort_request(list(states))
 
     def _samples(self, out: Any) -> list[Sample]:
         samples = []
