@@ -206,33 +206,6 @@ def _code_of(obj):
     return None
 
 
-def _callable_code(fn):
-    """The code a trace or profile function runs (a function, a bound method, an instance of a
-    class with __call__); None for built-in code (coverage's C tracer) or no function."""
-    if fn is None:
-        return None
-    raw = getattr(fn, "__func__", fn)
-    code = getattr(raw, "__code__", None)
-    if isinstance(code, types.CodeType):
-        return code
-    call = _static(type(fn), "__call__", None)
-    return getattr(getattr(call, "__func__", call), "__code__", None)
-
-
-def _closes_over(wrapper, inner):
-    """Whether `inner` is a function `wrapper`'s closure holds (what it calls, not a name it
-    shows)."""
-    if not isinstance(inner, types.FunctionType):
-        return False
-    for cell in getattr(wrapper, "__closure__", None) or ():
-        try:
-            if cell.cell_contents is inner:
-                return True
-        except ValueError:  # an empty cell
-            continue
-    return False
-
-
 def _verdict(trust, touched, since, known):
     """verdict(obj): None when obj's code is trusted, else why not. `known` holds the code objects
     of what ran before any repository code (trusted as they are)."""
@@ -340,6 +313,9 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
     from _pytest.assertion import rewrite as _rw
     from _pytest.reports import TestReport
 
+    # the seal's helpers, held by this plugin's closures (a module attribute rebound later is
+    # not what they call; the closures are among the watched callables)
+    callable_code, closes_over, test_calls = seal.callable_code, seal.closes_over, seal.test_calls
     touched = set(os.path.realpath(os.path.join(cwd, p)) for p in settings.get("touched", []))
     # every path the patch changed, the task's own files (the gold patch's) included
     changed = set(os.path.realpath(os.path.join(cwd, p)) for p in settings.get("changed", []))
@@ -398,9 +374,9 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 # an installed one is, when the patch changed nothing in its file, nothing wrote
                 # the file during the run, its code is the file's, and the function it names as
                 # wrapped is the one its closure calls.
-                if where in changed or verdict(fn) is not None or not _closes_over(fn, inner):
+                if where in changed or verdict(fn) is not None or not closes_over(fn, inner):
                     break
-            elif verdict(fn) is not None or not _closes_over(fn, inner):
+            elif verdict(fn) is not None or not closes_over(fn, inner):
                 # installed code that is not its file's, or that does not call what it names as
                 # wrapped (any installed function given a `__wrapped__` would pass for a wrapper)
                 break
@@ -434,7 +410,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
     def genuine_method(test, method):
         """Why the test method unittest's run is about to run for the current item is not the
         graded test's own (or its calls not trusted code), or None."""
-        why = seal.test_calls(trust, test, _static)
+        why = test_calls(trust, test)
         item = state.get("items", {}).get(state.get("current"))
         if why or method is None or item is None:
             return why
@@ -576,7 +552,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             # the repository's may not be running while a report is made and logged, and the
             # seal refuses setting one until the report is posted (the window).
             for what, fn in (("trace", sys.gettrace()), ("profile", sys.getprofile())):
-                code = _callable_code(fn)
+                code = callable_code(fn)
                 if code is not None and trust.repository_code(code):
                     tampered(
                         "a %s function of the code under test (%s) was running when pytest made "

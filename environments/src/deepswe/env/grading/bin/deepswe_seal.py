@@ -61,6 +61,7 @@ Standalone: the standard library only, in the syntax of the oldest Python a task
 import functools
 import hashlib
 import hmac
+import inspect
 import os
 import sys
 import types
@@ -529,14 +530,39 @@ def _source_of(pyc):
     return os.path.join(base, name.split(".")[0] + ".py")
 
 
-def test_calls(trust, test, _static=None):
+def callable_code(fn, _static=inspect.getattr_static):
+    """The code a trace or profile function runs (a function, a bound method, an instance of a
+    class with __call__); None for built-in code (coverage's C tracer) or no function.
+    (`_static` bound before any repository code runs: the seal refuses replacing defaults.)"""
+    if fn is None:
+        return None
+    raw = getattr(fn, "__func__", fn)
+    code = getattr(raw, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return code
+    call = _static(type(fn), "__call__", None)
+    return getattr(getattr(call, "__func__", call), "__code__", None)
+
+
+def closes_over(wrapper, inner):
+    """Whether `inner` is a function `wrapper`'s closure holds (what it calls, not a name it
+    shows)."""
+    if not isinstance(inner, types.FunctionType):
+        return False
+    for cell in getattr(wrapper, "__closure__", None) or ():
+        try:
+            if cell.cell_contents is inner:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
+def test_calls(trust, test, static=inspect.getattr_static):
     """Why unittest's calls of `test`'s setUp, method, tearDown and cleanups do not go through
     trusted code (the runner's, an installed package's, a protected file's or a repository test
     file's own), or None: a `_callTestMethod` the code under test rebinds could swallow the test's
     exception before the part it runs in ends."""
-    import inspect
-
-    static = _static or inspect.getattr_static
     for name in ("_callSetUp", "_callTestMethod", "_callTearDown", "_callCleanup"):
         found = static(test, name, None)
         fn = getattr(found, "__func__", found)

@@ -77,18 +77,6 @@ def _tests(suite):
             yield test
 
 
-def _closes_over(wrapper, inner):
-    """Whether `inner` is a function `wrapper`'s closure holds (what it calls, not a name it
-    shows)."""
-    for cell in getattr(wrapper, "__closure__", None) or ():
-        try:
-            if cell.cell_contents is inner:
-                return True
-        except ValueError:  # an empty cell
-            continue
-    return False
-
-
 def _graded_code(trust, test):
     """Why a test method from a protected file does not run code its file holds (or, for a
     method it inherits or a generator made, a repository test file's own code), or None. An
@@ -112,22 +100,12 @@ def _graded_code(trust, test):
         if where != path and trust.test_code(code):
             return None
         inner = getattr(fn, "__wrapped__", None)
-        if trust.repository_code(code) or not _closes_over(fn, inner):
+        if trust.repository_code(code) or not seal.closes_over(fn, inner):
             break
         fn = inner
         if not isinstance(fn, types.FunctionType):
             break
     return "the graded test %s does not run its file's code" % test_id(test)
-
-
-def _callable_code(fn):
-    """The code a trace or profile function runs; None for built-in code or no function."""
-    raw = getattr(fn, "__func__", fn)
-    code = getattr(raw, "__code__", None)
-    if code is None and fn is not None:
-        call = _static(type(fn), "__call__", None)
-        code = getattr(getattr(call, "__func__", call), "__code__", None)
-    return code if isinstance(code, types.CodeType) else None
 
 
 def _run_by(trust, test):
@@ -152,7 +130,7 @@ def _genuine(trust):
     run() looked up) is not the graded test's own, or its calls not trusted code; None if it is."""
 
     def genuine(test, method):
-        why = seal.test_calls(trust, test, _static)
+        why = seal.test_calls(trust, test)
         if why or method is None:
             return why
         name = getattr(test, "_testMethodName", None)
@@ -186,7 +164,7 @@ def _install(post, tampered, trust):
             # their f_locals is copied back: one of the repository's may not be running when a
             # test's outcome is reported (the same rule as deepswe_pytest.py's report window)
             for what, fn in (("trace", sys.gettrace()), ("profile", sys.getprofile())):
-                code = _callable_code(fn)
+                code = seal.callable_code(fn)
                 if code is not None and trust.repository_code(code):
                     tampered(
                         "a %s function of the code under test (%s) was running when %s was "
