@@ -221,7 +221,8 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
     makes and logs a report: the seal refuses setting a trace function then."""
     shared = {} if shared is None else shared
     mac = hmac.new(key, digestmod=hashlib.sha256)
-    write, getframe = os.write, sys._getframe
+    # bound here, before any repository code runs: `sys.exc_info = ...` later changes nothing
+    write, getframe, exc_info = os.write, sys._getframe, sys.exc_info
     state = {"closed": False, "collected": None, "said": set(), "unreported": 0}
     phases = {}  # (key, phase) -> word, for reports that must be unique
     reported = set()
@@ -359,13 +360,13 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
             seen = parts.setdefault(key, [0, None, False])
             seen[1] = seen[1] or why
             seen[2] = seen[2] or by_run is True
-            stack.append((key, sys.exc_info()[1]))
+            stack.append((key, exc_info()[1]))
             return
         if not stack:
             return tampered("a test part ended that never began")
         key, outer = stack.pop()
         seen = parts.setdefault(key, [0, None, False])
-        now = sys.exc_info()[1]
+        now = exc_info()[1]
         if now is outer:
             seen[0] += 1
         elif not seen[1]:
