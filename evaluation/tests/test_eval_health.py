@@ -241,8 +241,14 @@ def test_training_leaves_out_the_unhealthy_and_says_why(tmp_path, capsys):
 # --- Docker: a real task set measured ------------------------------------------------------
 
 OPS_BUG = "def add(a, b):\n    return a - b\n"
+# The offline sandbox drops every packet, so glibc's resolver waits out its default 5 s x 2
+# attempts before "Temporary failure in name resolution"; one 1 s attempt (RES_OPTIONS, read at
+# the process's first lookup) fails with the same error. Every run of every task runs
+# test_lookup: 16 runs, about 9 s each saved.
 TESTS = (
-    "import socket\n\nfrom calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "import os\nimport socket\n\nfrom calc.ops import add\n\n"
+    "os.environ['RES_OPTIONS'] = 'timeout:1 attempts:1'\n\n\n"
+    "def test_add():\n    assert add(2, 3) == 5\n\n\n"
     "def test_other():\n    assert add(0, 0) == 0\n\n\n"
     "def test_lookup():\n    socket.getaddrinfo('example.com', 80)\n"
 )
