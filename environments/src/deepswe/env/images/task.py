@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -77,6 +78,7 @@ TESTBED_VENV = "/testbed/.venv"  # EnvironmentSpec.venv_in_testbed: R2E-Gym's la
 # trajectories), and running code writes __pycache__ beside it (the patch never carries it).
 # Empty values switch both off; the build steps before this line keep them.
 R2E_RUNTIME_ENV = "ENV PYTHONUNBUFFERED= PYTHONDONTWRITEBYTECODE="
+RACY_S = 2  # an index entry whose file is younger than this is "racily clean" (git: 1 s + slack)
 
 
 def _testbed_venv_lines() -> list[str]:
@@ -146,6 +148,17 @@ def _source_id(source: str) -> str:
     """A stable name for a repository source: a local path resolved, a URL as given."""
     p = Path(source).expanduser()
     return str(p.resolve()) if p.exists() else source
+
+
+def _date_back(tree: Path, seconds: int) -> None:
+    """Set the mtime of every file under `tree` but .git's `seconds` into the past (symlinks
+    themselves, not what they point to)."""
+    then = time.time() - seconds
+    for root, dirs, files in os.walk(tree):
+        if Path(root) == tree:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            os.utime(Path(root) / name, (then, then), follow_symlinks=False)
 
 
 def image_exists(tag: str) -> bool:
@@ -333,11 +346,15 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         if spec.venv_in_testbed:  # never in a snapshot or a patch (deepswe.env.workspace)
             lines += ["RUN mkdir -p .git/info && echo /.venv >> .git/info/exclude"]
         # An index written in the same second as a file's mtime leaves that entry "racily clean"
-        # (git smudges it and re-hashes it, writing, at every command): files made just before
-        # the build (a repository made by a test, a fresh clone) wait out that second first.
+        # (git smudges it and re-hashes it, writing, at every command). The clone's files were
+        # written just now: dated back here (COPY keeps mtimes), so the refresh need not wait
+        # out their second; a file still that new in the image (another clock: a remote
+        # engine) waits it out. Directories have no index entry.
+        _date_back(ctx / "testbed", RACY_S + 1)
         lines += [
-            'RUN if [ -n "$(find . -path ./.git -prune -o -newermt "@$(( $(date +%s) - 2 ))" '
-            '-print -quit)" ]; then sleep 2; fi; git update-index -q --refresh >/dev/null || true'
+            'RUN if [ -n "$(find . -path ./.git -prune -o ! -type d -newermt '
+            f'"@$(( $(date +%s) - {RACY_S} ))" -print -quit)" ]; then sleep {RACY_S}; fi; '
+            "git update-index -q --refresh >/dev/null || true"
         ]
         for f in spec.files:  # what the install would download, fetched here (images/files.py)
             fetch_file(f, ctx / "files")
