@@ -2,9 +2,9 @@
 
     gold patch -> k mutants (deepswe.eval.mutants) -> each graded like any episode (the task's own
     reward run, strict rules): resolved = a survivor
-    survivors -> the wider run: every test in the folders holding the graded files, run twice
-    with gold (the tests that pass both times), then twice with each survivor: one of those run
-    and failing both times proves it wrong (`killed_by`); nothing failing twice leaves it
+    survivors -> the wider run: every test in the graded files and more (deepswe.eval.wider),
+    run twice with gold (the tests that pass both times), then twice with each survivor: one of
+    those run and failing both times proves it wrong (`killed_by`); nothing failing twice leaves it
     undecided (possibly equivalent to gold, or killed only by a flaky test), never called
     wrong. A test absent from the survivor's run proves nothing: test ids can change from run
     to run (isodate's tests/test_date.py numbers its parameters in an order that varies), and
@@ -16,20 +16,16 @@ health manifest (`deepswe-eval health --mutants K`); training counts the weak ta
 the report shows Pass@1 on the strong ones beside all, and `--harden` writes task files whose
 graded tests include the killing ones (task sets we own only).
 
-The wider set: the graded files' folders, recursively, as one pytest run of the task's own
-command (its interpreter, options and environment), its file arguments replaced by those
-folders. For R2E-Gym's layout the hidden tests' folder is one of them, and so are up to 5 of the
-repository's own test files that name a module the gold patch changes (`repository_tests`). A
-test the wider run collects that fails with gold in either run is left out of the proof.
+The wider set (deepswe.eval.wider, per task set and runner): the graded files' folders, the
+repository's tests of the changed module (R2E-Gym), a Django app whole (SWE-Bench-Verified), run
+by the task's own command. A test the wider run collects that fails with gold in either run is
+left out of the proof.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
-import re
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,101 +35,14 @@ from deepswe.data.task import Task
 from deepswe.env.episode import grade_patch
 from deepswe.env.grading.outcomes import Outcome, TestStatus
 from deepswe.env.hidden_tests import graded_paths
-from deepswe.env.r2e_layout import TESTS_LINK, uses_r2e_layout
 from deepswe.env.reward import RewardRun
 from deepswe.eval.audit_manifest import AuditManifest, Survivor, TaskStrength
 from deepswe.eval.config import EvalConfig
 from deepswe.eval.mutants import Mutant, make_mutants
+from deepswe.eval.wider import repository_tests, wider_paths, wider_task
 
 Grade = Callable[[Task, str], RewardRun]
-
-
-def wider_paths(task: Task) -> list[str]:
-    """What the wider run takes: the folders holding the graded files; in R2E-Gym's layout the
-    hidden tests' folder and the repository's own test files that name a module the gold patch
-    changes (`repository_tests`)."""
-    files = [p for p in graded_paths(task) if p != TESTS_LINK and not p.startswith(TESTS_LINK)]
-    folders = {posixpath.dirname(p) or "." for p in files}
-    if uses_r2e_layout(task):
-        folders.add(TESTS_LINK)
-        if _pytest_line(task) is not None:  # a unittest runner script takes no file arguments
-            folders.update(repository_tests(task))
-    return sorted(folders)
-
-
-def _pytest_line(task: Task) -> int | None:
-    """The index of the command's pytest line, or None."""
-    for k, line in enumerate(task.test_spec.command.splitlines()):
-        if "pytest" in line:
-            return k
-    return None
-
-
-# At most this many of the repository's test files join an R2E-Gym task's wider run: aiohttp's
-# suites take minutes a file on 2 cores.
-REPOSITORY_TESTS = 5
-_TEST_FILE = re.compile(r"(?:^|/)(?:[Tt]ests?|testing)/(?:.*/)?(?:test_[^/]*|[^/]*_test)\.py$")
-_CHANGED = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
-
-
-def repository_tests(task: Task, limit: int = REPOSITORY_TESTS) -> list[str]:
-    """R2E-Gym's hidden tests are one file (`r2e_tests/test_1.py`) cut from the repository's own;
-    the rest of the repository's tests of the changed code stay in the image. These are the
-    test files at the base commit (under a `tests`, `Tests`, `test` or `testing` folder) that name a
-    module the gold patch changes (its file's stem, as a word), most mentions first, at most
-    `limit`; none when the task's source is not a local git repository (`environment.source`)."""
-    env = task.environment
-    source = Path(env.source) if env is not None and env.source else None
-    if source is None or not source.exists():
-        return []
-    stems = {
-        posixpath.splitext(posixpath.basename(p))[0]
-        for p in _CHANGED.findall(task.gold_patch or "")
-        if p.endswith(".py") and not _TEST_FILE.search(p)
-    } - {"__init__", "__main__", "setup", "conftest"}
-    if not stems:
-        return []
-    cmd = ["git", "-C", str(source), "grep", "-c", "-w"]
-    for stem in sorted(stems):
-        cmd += ["-e", stem]
-    cmd += [task.base_commit, "--", "*.py"]
-    out = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
-    counts = []
-    for line in out.stdout.splitlines():
-        _, _, rest = line.partition(":")  # `<rev>:<path>:<count>`
-        path, _, n = rest.rpartition(":")
-        if _TEST_FILE.search(path) and n.isdigit():
-            counts.append((-int(n), path))
-    return [path for _, path in sorted(counts)[:limit]]
-
-
-def wider_task(task: Task, passing: list[str] | None = None) -> Task:
-    """`task` graded by every test in `wider_paths`: its command's file arguments replaced by
-    them (appended when it names none); `passing` the tests it must pass (none: a run that only
-    reports statuses)."""
-    folders = wider_paths(task)
-    files = set(graded_paths(task))
-    lines = task.test_spec.command.splitlines()
-    for k, line in enumerate(lines):
-        try:
-            tokens = shlex.split(line)
-        except ValueError:
-            continue
-        if "pytest" not in line:
-            continue
-        kept = [t for t in tokens if t.split("::")[0] not in files and t != TESTS_LINK]
-        lines[k] = shlex.join(kept + folders)
-        break
-    spec = task.test_spec.model_copy(update={"command": "\n".join(lines)})
-    hidden = task.hidden.model_copy(
-        update={
-            "fail_to_pass": [],
-            "pass_to_pass": sorted(passing or []),
-            "expected_statuses": None,
-            "reproduction": None,
-        }
-    )
-    return task.model_copy(update={"test_spec": spec, "hidden": hidden})
+_FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 
 
 def measure(
@@ -202,10 +111,11 @@ def _prove(
 
 
 def _failed(run, passing: set[str]) -> list[str]:
-    """The tests gold passed twice that ran in `run` (a grade) and did not pass."""
+    """The tests gold passed twice that ran in `run` (a grade) and failed: one skipped there
+    (a Verified row's swebench rule counts a skip as neither) did not fail."""
     if run.outcome is not Outcome.UNRESOLVED:
         return []
-    return [t for t in run.p2p_failed if t in passing and t in run.statuses]
+    return [t for t in run.p2p_failed if t in passing and run.statuses.get(t) in _FAILING]
 
 
 def harden(task: Task, strength: TaskStrength) -> Task:
