@@ -86,6 +86,11 @@ class Trajectory(BaseModel):
     )
     wall_seconds: float = 0.0
     grade_seconds: float = 0.0
+    policy_version: int | None = Field(
+        None,
+        description="training: the optimizer steps done on the weights that sampled it "
+        "(deepswe.train.trainer); None outside training",
+    )
 
     @property
     def prompt_tokens(self) -> int:

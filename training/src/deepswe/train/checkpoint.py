@@ -51,10 +51,17 @@ def step_dir(root: Path, step: int) -> Path:
 
 
 def save_checkpoint(
-    root: Path, step: int, backend: Any, cursor: DataCursor, keep: int, tokenizer: Any = None
+    root: Path,
+    step: int,
+    backend: Any,
+    cursor: DataCursor,
+    keep: int,
+    tokenizer: Any = None,
+    files: dict[str, str] | None = None,
 ) -> Path:
     """Write checkpoint `step` atomically; prune all but the newest `keep`. With `tokenizer`,
-    model/ is a complete HF folder (loadable by AutoTokenizer too, e.g. for evaluation)."""
+    model/ is a complete HF folder (loadable by AutoTokenizer too, e.g. for evaluation).
+    `files`: name -> text written beside trainer.json (the trainer's pending batch)."""
     root.mkdir(parents=True, exist_ok=True)
     final = step_dir(root, step)
     tmp = root / f".tmp-{final.name}"
@@ -64,6 +71,8 @@ def save_checkpoint(
     if tokenizer is not None and (tmp / "model").is_dir():
         tokenizer.save_pretrained(tmp / "model")
     (tmp / "trainer.json").write_text(json.dumps({"step": step, "cursor": asdict(cursor)}))
+    for name, text in (files or {}).items():
+        (tmp / name).write_text(text)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     latest_tmp = root / ".latest.tmp"

@@ -104,6 +104,14 @@ class RolloutConfig(_Section):
         description="pi_old: recomputed by the trainer (as the reference) or the "
         "engine's sampled log-probs",
     )
+    max_staleness: int = Field(
+        0,
+        ge=0,
+        le=1,
+        description="policy versions a trained trajectory may lag: 0 = synchronous GRPO++ "
+        "(DeepSWE); 1 = the next step's episodes are sampled while this step trains (one "
+        "engine holds one version of the weights, so 1 is the most; trainer.py)",
+    )
 
 
 class EpisodeConfig(EpisodeLimits):

@@ -90,6 +90,20 @@ def timing_metrics(trajs: Sequence[Any]) -> dict[str, float]:
     }
 
 
+def staleness_metrics(trajs: Sequence[Any], trained_from: int) -> dict[str, float]:
+    """How many policy versions each trajectory lags the weights it trained (`trained_from`,
+    optimizer steps done before this update): `staleness/max`, `staleness/mean` and a count
+    per lag (`staleness/0`, `staleness/1`). A function of the config, not of timing."""
+    lags = [trained_from - t.policy_version for t in trajs if t.policy_version is not None]
+    out: dict[str, float] = {}
+    if lags:
+        out["staleness/max"] = float(max(lags))
+        out["staleness/mean"] = sum(lags) / len(lags)
+        for lag in sorted(set(lags)):
+            out[f"staleness/{lag}"] = float(lags.count(lag))
+    return out
+
+
 def step_metrics(
     step: int,
     batch: RolloutBatch,

@@ -1,22 +1,34 @@
 """The GRPO++ trainer: setup, then a loop of named stages.
 
     sample tasks -> rollouts (G per task, concurrently) -> sequences -> old log-probs
-    -> filter + advantages -> update -> push weights -> metrics -> checkpoint
+    -> filter + advantages -> off-policy mask -> update -> push weights -> metrics -> checkpoint
 
 Everything a step draws is seeded by (run.seed, step, task slot, rollout): resumed from a
 checkpoint, a run continues exactly as if it had never stopped (on CPU; GPU kernels may not be
 bitwise deterministic).
+
+One step behind (`rollout.max_staleness: 1`): when step s's batch is in hand, the episodes of
+step s+1 start in the background on the engine's weights (version s, the weights before step
+s's update) while step s trains; after the update the trainer waits for them (the exposed
+generation), then pushes version s+1. Every batch after the first is sampled one version before
+the weights that train on it, never more, and no episode is dropped for being slow: the
+staleness is bounded by when episodes may start. The schedule is fixed, not timed: the engine
+serves one version for a whole batch, so the same seed gives the same run, and a checkpoint
+holds the batch sampled for the next step (pending.jsonl), so a resumed run goes on exactly.
+Each trajectory records the version that sampled it (`policy_version`); `algo.off_policy`
+masks the rows the gap has moved too far (deepswe.train.algos.off_policy).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +43,18 @@ from deepswe.train.algos import (
     compact_filter,
     expand_to_tokens,
     loss_denominator,
+    off_policy_correction,
 )
 from deepswe.train.backends import UpdateBatch, backend_class
 from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpoint, save_checkpoint
 from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
 from deepswe.train.engines import engine_class
-from deepswe.train.metrics import integrity_metrics, step_metrics, timing_metrics
+from deepswe.train.metrics import (
+    integrity_metrics,
+    staleness_metrics,
+    step_metrics,
+    timing_metrics,
+)
 from deepswe.train.metrics_log import MetricsLog
 from deepswe.train.plugins import build
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
@@ -47,6 +65,13 @@ from deepswe.train.sources import source_class
 def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
     """Engine, backend and source classes, or a clear error when the machine or the code
     cannot run `cfg` (an implementation not built yet, GPUs missing)."""
+    if cfg.rollout.max_staleness and (cfg.cluster.cpu_colocate or cfg.cluster.gpus):
+        why = "cluster.cpu_colocate" if cfg.cluster.cpu_colocate else "a GPU plan (cluster.gpus)"
+        raise ValueError(
+            f"rollout.max_staleness {cfg.rollout.max_staleness}: {why} colocates the engines "
+            "with the trainer (they sleep while it updates), so nothing can sample during an "
+            "update; set rollout.max_staleness 0"
+        )
     engine, backend, source = (
         engine_class(cfg.engine.name),
         backend_class(cfg.backend.name),
@@ -100,6 +125,10 @@ class Trainer:
     step: int = 0  # optimizer steps done
     log: Any = None  # MetricsLog, opened by setup
     scheduler: Any = None  # cluster.scheduler ray: a RayScheduler (its .engine is `engine`)
+    # max_staleness 1: the next step's batch, sampling in the background or read back from a
+    # checkpoint (a Collected once done)
+    pending: Future | Collected | None = None
+    _background: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     @classmethod
     def setup(cls, cfg: TrainConfig, run_dir: Path, resume: bool = False) -> Trainer:
@@ -130,6 +159,7 @@ class Trainer:
                 raise FileNotFoundError(f"--resume: {run_dir}/checkpoints has no checkpoint")
             if ckpt is not None:  # RankedBackend: every rank loads its part
                 trainer.step, trainer.cursor = load_checkpoint(ckpt, backend)
+                trainer.pending = Collected.load(ckpt / PENDING)
                 trainer.push_weights()
             trainer.log = MetricsLog(
                 run_dir, trainer.step if resume else None, cfg.run.tensorboard, cfg.run.steps
@@ -149,12 +179,15 @@ class Trainer:
             self.engine.update_weights(self.backend.state_dict())
 
     # -- stages ------------------------------------------------------------------------------
-    def collect(self, task_ids: list[int]) -> tuple[list[Trajectory], list[int]]:
+    def collect(
+        self, task_ids: list[int], step: int | None = None
+    ) -> tuple[list[Trajectory], list[int]]:
         """G rollouts per task, run concurrently (threads, or the Ray scheduler's workers);
-        group id = slot in this step."""
+        group id = slot in the step. `step` (default: the next one, self.step) seeds them."""
         ro = self.cfg.rollout
+        step = self.step if step is None else step
         jobs = [
-            RolloutJob(task=t, step=self.step, slot=slot, k=k)
+            RolloutJob(task=t, step=step, slot=slot, k=k)
             for slot, t in enumerate(task_ids)
             for k in range(ro.group_size)
         ]
@@ -180,12 +213,31 @@ class Trainer:
     def old_logprobs(self, batch: RolloutBatch) -> float:
         """Recompute pi_old with the trainer (default) or keep the engine's; returns the mean
         |engine - trainer| gap on sampled tokens."""
-        mask = batch.loss_mask.bool()
-        trainer_lp = self.backend.forward_logprobs(batch, positions=batch.loss_mask)
-        diff = (trainer_lp - batch.old_logprobs)[mask].abs()
-        if self.cfg.rollout.old_logprobs == "recompute":
-            batch.old_logprobs = torch.where(mask, trainer_lp, 0.0)
-        return float(diff.mean()) if diff.numel() else 0.0
+        return recompute_old_logprobs(self.backend, self.cfg, batch)[0]
+
+    def correct(
+        self, update: UpdateBatch, trainer_lp: torch.Tensor, sampler_lp: torch.Tensor
+    ) -> tuple[UpdateBatch | None, dict[str, float]]:
+        """`update` with the rows `algo.off_policy` masks given loss mask 0 (still counted in
+        the normaliser, as compact-filtered rows are), and its `offpolicy/*` metrics; None when
+        no row is left to train."""
+        a = self.cfg.algo
+        fix = off_policy_correction(a.off_policy)
+        mask = update.rollout.loss_mask
+        found = fix(trainer_lp, sampler_lp, mask, low=a.is_low, high=a.is_high, level=a.is_level)
+        metrics = found.metrics()
+        if bool(found.keep.all()):
+            return update, metrics
+        live = found.keep
+        if not bool(live.any()):
+            return None, metrics
+        kept = UpdateBatch(
+            rollout=update.rollout.select(live),
+            advantages=update.advantages[live],
+            loss_mask=update.loss_mask[live],
+            denominator=update.denominator,
+        )
+        return kept, metrics
 
     def advantages(self, batch: RolloutBatch) -> tuple[UpdateBatch | None, FilterCounts]:
         a = self.cfg.algo
@@ -229,26 +281,43 @@ class Trainer:
             now = time.monotonic()
             times[name], last = now - last, now
 
-        task_ids = self.cursor.take(self.cfg.rollout.tasks_per_step)
-        trajs, groups = self.collect(task_ids)
-        tick("rollout")
+        got = self._take_batch()
+        tick("rollout")  # what the trainer waited for this step's batch
+        exposed = times["rollout"]
+        if self.cfg.rollout.max_staleness and self.step + 1 < self.cfg.run.steps:
+            self._start_next()
+        trajs, groups = got.trajectories, got.groups
         self._save_trajectories(trajs)
         batch = self.to_batch(trajs, groups)
         update, counts = self.advantages(batch)
-        gap = self.old_logprobs(update.rollout) if update is not None else 0.0
+        extra: dict[str, float] = {}
+        gap = 0.0
+        if update is not None:
+            sampler_lp = update.rollout.old_logprobs.clone()  # the engine's, before recompute
+            gap, trainer_lp = recompute_old_logprobs(self.backend, self.cfg, update.rollout)
+            update, extra = self.correct(update, trainer_lp, sampler_lp)
         tick("old_logprobs")
-        # No trained token (all rows dropped or compact-filtered): no optimizer step at all.
+        # No trained token (all rows dropped, compact-filtered or masked): no optimizer step.
         stats = self.backend.train_step(update) if update is not None else None
         tick("update")
+        if isinstance(self.pending, Future):  # the next step's episodes, sampled meanwhile
+            self.pending = self.pending.result()
+            tick("wait_next_rollout")
+            exposed += times["wait_next_rollout"]
         self.push_weights()
         tick("push_weights")
         self.step += 1
         times["step"] = time.monotonic() - t0
+        times["generation_wall"] = got.seconds
+        times["generation_exposed"] = exposed
         record = step_metrics(self.step, batch, counts, stats, gap, times)
         record.update(integrity_metrics(trajs))
         record.update(timing_metrics(trajs))
+        record.update(extra)
+        record.update(staleness_metrics(trajs, self.step - 1))
         self.log.write(record)
         if self.step % self.cfg.run.save_every == 0 or self.step == self.cfg.run.steps:
+            pending = self.pending if isinstance(self.pending, Collected) else None
             save_checkpoint(
                 self.run_dir / "checkpoints",
                 self.step,
@@ -256,8 +325,40 @@ class Trainer:
                 self.cursor,
                 self.cfg.run.keep_checkpoints,
                 self.engine.tokenizer,
+                files={PENDING: pending.dumps()} if pending is not None else None,
             )
         return record
+
+    def _take_batch(self) -> Collected:
+        """This step's batch: the one sampled during the last step (max_staleness 1, or read
+        back from the checkpoint), else sampled now by the engine's weights."""
+        pending, self.pending = self.pending, None
+        if isinstance(pending, Future):
+            pending = pending.result()
+        if pending is not None:
+            if pending.step != self.step:
+                raise RuntimeError(
+                    f"the pending batch was sampled for step {pending.step + 1}, not "
+                    f"{self.step + 1}: the checkpoint and the run disagree"
+                )
+            return pending
+        return self._sample(self.cursor.take(self.cfg.rollout.tasks_per_step), self.step, self.step)
+
+    def _start_next(self) -> None:
+        """Sample step self.step + 1's batch in the background on the engine's weights (the
+        tasks are taken now, in order: the cursor a checkpoint saves already holds them)."""
+        task_ids = self.cursor.take(self.cfg.rollout.tasks_per_step)
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="next-rollout")
+        self.pending = self._background.submit(self._sample, task_ids, self.step + 1, self.step)
+
+    def _sample(self, task_ids: list[int], step: int, version: int) -> Collected:
+        """Step `step`'s episodes on the weights the engine holds now: `version`, the optimizer
+        steps they have seen."""
+        start = time.monotonic()
+        trajs, groups = self.collect(task_ids, step)
+        trajs = [t.model_copy(update={"policy_version": version}) for t in trajs]
+        return Collected(step, trajs, groups, time.monotonic() - start)
 
     def _save_trajectories(self, trajs: list[Trajectory]) -> None:
         folder = self.run_dir / "trajectories"
@@ -278,11 +379,58 @@ class Trainer:
         return out
 
     def close(self) -> None:
-        """Close the metrics log and stop the scheduler's actors (idempotent)."""
+        """Close the metrics log, let a background batch's episodes end (their sandboxes are
+        closed by their own episodes) and stop the scheduler's actors (idempotent)."""
+        if self._background is not None:
+            self._background.shutdown(wait=True, cancel_futures=True)
+            self._background = None
         if self.log is not None:
             self.log.close()
         if self.scheduler is not None:
             self.scheduler.shutdown()
+
+
+def recompute_old_logprobs(
+    backend: Any, cfg: TrainConfig, batch: RolloutBatch
+) -> tuple[float, torch.Tensor]:
+    """The trainer's log-probs [B, T] of `batch`'s sampled tokens, made its pi_old unless
+    rollout.old_logprobs is `engine`; with the mean |engine - trainer| gap on them."""
+    mask = batch.loss_mask.bool()
+    trainer_lp = backend.forward_logprobs(batch, positions=batch.loss_mask)
+    diff = (trainer_lp - batch.old_logprobs)[mask].abs()
+    if cfg.rollout.old_logprobs == "recompute":
+        batch.old_logprobs = torch.where(mask, trainer_lp, 0.0)
+    return (float(diff.mean()) if diff.numel() else 0.0), trainer_lp
+
+
+PENDING = "pending.jsonl"  # in a checkpoint of a max_staleness 1 run: the next step's batch
+
+
+@dataclass
+class Collected:
+    """A step's sampled batch: `step` (0-based) it is for, its trajectories in job order (each
+    with its policy_version), their group ids, and the wall seconds the sampling took."""
+
+    step: int
+    trajectories: list[Trajectory]
+    groups: list[int]
+    seconds: float
+
+    def dumps(self) -> str:
+        head = {"step": self.step, "groups": self.groups, "seconds": self.seconds}
+        return "".join(
+            [json.dumps(head) + "\n", *(t.model_dump_json() + "\n" for t in self.trajectories)]
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> Collected | None:
+        """The batch a checkpoint holds, or None when it holds none."""
+        if not path.is_file():
+            return None
+        head, *lines = path.read_text().splitlines()
+        meta = json.loads(head)
+        trajs = [Trajectory.model_validate_json(x) for x in lines]
+        return cls(int(meta["step"]), trajs, list(meta["groups"]), float(meta["seconds"]))
 
 
 # Sections that do not shape GRPO++: the SFT warm start made model.path before the run, and the

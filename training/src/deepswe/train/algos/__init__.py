@@ -30,11 +30,19 @@ from deepswe.train.algos.filtering import (
     compact_filter,
 )
 from deepswe.train.algos.kl import KL_ESTIMATORS, entropy_from_logits, kl_penalty
+from deepswe.train.algos.off_policy import (
+    OFF_POLICY_CORRECTIONS,
+    OffPolicyResult,
+    off_policy_correction,
+)
 from deepswe.train.algos.policy_loss import PolicyLossMetrics, ppo_clip_loss
 from deepswe.train.algos.registry import ADVANTAGE_ESTIMATORS, advantage_estimator
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "OFF_POLICY_CORRECTIONS",
+    "OffPolicyResult",
+    "off_policy_correction",
     "AGG_MODES",
     "DEFAULT_MASK_ENDINGS",
     "ENDINGS",

@@ -23,6 +23,7 @@ from pydantic import (
 
 from deepswe.train.algos.filtering import DEFAULT_MASK_ENDINGS, check_mask_endings
 from deepswe.train.algos.kl import KL_ESTIMATORS
+from deepswe.train.algos.off_policy import OFF_POLICY_CORRECTIONS
 from deepswe.train.algos.registry import ADVANTAGE_ESTIMATORS
 
 
@@ -89,6 +90,35 @@ class GRPOConfig(BaseModel):
         "advantages before removing compact-filtered episodes; its overlong_filter keeps "
         "masked rows in the batch with reward 0)",
     )
+
+    off_policy: str = Field(
+        "none",
+        description="off-policy correction of the sampler/trainer gap (algos.off_policy): none "
+        "(DeepSWE) | seq_is_mask (sequence-level truncated IS mask, MLPerf's SWE-agent GRPO "
+        "reference) | 'module:function'",
+    )
+    is_low: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="seq_is_mask: rows with w = pi_old/pi_behav below it are masked",
+    )
+    is_high: float = Field(
+        2.0, ge=1, description="seq_is_mask: rows with w above it are masked (ours, as is_low)"
+    )
+    is_level: Literal["geometric", "sequence"] = Field(
+        "geometric",
+        description="seq_is_mask: w as exp(mean token log-ratio) or exp(sum): the whole reply's",
+    )
+
+    @field_validator("off_policy")
+    @classmethod
+    def _known_correction(cls, v: str) -> str:
+        if v not in OFF_POLICY_CORRECTIONS and ":" not in v:
+            raise ValueError(
+                f"unknown {v!r}; known: {sorted(OFF_POLICY_CORRECTIONS)} or 'module:function'"
+            )
+        return v
 
     @field_validator("adv_estimator")
     @classmethod
