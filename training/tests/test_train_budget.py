@@ -71,8 +71,27 @@ def test_the_32b_profile_fits_an_h100_in_every_phase_with_the_rollout_at_the_pea
         "(NVIDIA datasheet)",
         "(ours)",
         "evaluation server",
+        "one step behind",
     ):
         assert needle in text, needle
+
+
+def test_one_step_behind_is_priced_from_the_same_parts():
+    """Half the replicas generate (each decode step reads twice the KV cache), half the GPUs
+    train (twice the time); the step is the longer of the two plus the sync. On the 32B plan
+    generation dominates, so the split costs more than the overlap gives back: said, not hidden."""
+    b = estimate(_32b())
+    t, h = b.times, b.behind
+    assert h["training"] == pytest.approx(
+        2 * (t["old log-probs"] + t["update"]) + t["checkpoint (amortised)"]
+    )
+    assert h["generation"] > t["rollout (slowest)"]
+    assert h["step"] == pytest.approx(max(h["generation"], h["training"]) + t["weight sync"])
+    est = b.step_bounds[0]
+    hidden = t["old log-probs"] + t["update"] + t["checkpoint (amortised)"]
+    assert h["best"] == pytest.approx(est - hidden)
+    assert h["step"] > est > h["best"]  # the overlap cannot pay here; at best 1.05x
+    assert f"{est / h['best']:.2f}x" in "\n".join(b.lines())
 
 
 def test_a_plan_that_does_not_fit_names_the_phase_and_what_to_change():

@@ -105,6 +105,9 @@ class Budget:
     step_bounds: tuple[float, float]  # (estimate, trajectory-timeout bound) seconds
     steps: int
     notes: list[str] = field(default_factory=list)
+    # One step behind (rollout.max_staleness 1), priced on the same GPUs split in two: seconds
+    # of the next batch's generation, this batch's training, the weight sync, and the step.
+    behind: dict[str, float] = field(default_factory=dict)
 
     @property
     def peak(self) -> Phase:
@@ -144,12 +147,29 @@ class Budget:
             f"{bound * self.steps / 86400:.1f} days; DeepSWE-Preview: ~{REFERENCE['steps']} steps "
             f"in ~{REFERENCE['days']:g} days on {REFERENCE['gpus']} H100 = "
             f"{ref_step / 60:.0f} min a step",
+            *self._behind_lines(est),
             "",
             "assumptions:",
             *(f"  {line}" for line in a.described()),
             *(f"  {n}" for n in self.notes),
         ]
         return out
+
+    def _behind_lines(self, est: float) -> list[str]:
+        b = self.behind
+        if not b:
+            return []
+        return [
+            "",
+            "one step behind (rollout.max_staleness 1; engines apart from the trainer, which the "
+            "placement does not build yet):",
+            f"  half the GPUs generate the next batch ({b['generation'] / 60:.1f} min) while the "
+            f"other half train this one ({b['training'] / 60:.1f} min); then the weight sync "
+            f"({b['weight sync']:.1f} s)",
+            f"  step {b['step'] / 60:.1f} min against {est / 60:.1f} min synchronous: "
+            f"{est / b['step']:.2f}x (memory of that split not planned here); at best, training "
+            f"hidden at no cost to generation, {est / b['best']:.2f}x",
+        ]
 
     def problem(self) -> str | None:
         """One line saying why the plan does not fit, naming what to change; None if it fits."""
@@ -289,7 +309,23 @@ def estimate(
             "parallelism yet; this plan shows what they would need"
         )
     notes.append(_serving_note(cfg, shape, a, engine_w, pl.engine_tp))
-    return Budget(pl, shape, a, phases, times, (est, bound), cfg.run.steps, notes)
+    behind: dict[str, float] = {}
+    if pl.engine_replicas >= 2:
+        # Half the replicas serve every episode (twice the sequences a replica: each decode
+        # step reads twice the KV cache); half the GPUs train (twice the time).
+        half = math.ceil(ro.concurrency / (pl.engine_replicas // 2))
+        kv_half = half * mean_seq * shape.kv_bytes_per_token(pl.engine_tp)
+        decode_half = (engine_w + kv_half) / (a.hbm_tb_s * 1e12 * a.decode_bandwidth_efficiency)
+        generation = rollout + ro.max_response_tokens * (decode_half - decode_s)
+        training = 2 * (old_lp + update) + ckpt
+        behind = {
+            "generation": generation,
+            "training": training,
+            "weight sync": sync,
+            "step": max(generation, training) + sync,
+            "best": est - (old_lp + update + ckpt),
+        }
+    return Budget(pl, shape, a, phases, times, (est, bound), cfg.run.steps, notes, behind)
 
 
 def _serving_note(
