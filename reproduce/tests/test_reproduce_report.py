@@ -61,8 +61,18 @@ def run_folder(tmp_path_factory) -> tuple[Path, ReproduceConfig]:
     def train(ctx: Context) -> StageResult:
         (ctx.path("train")).mkdir(parents=True, exist_ok=True)
         rows = [
-            {"step": s, "reward/mean": r, "filter/trained": 8 - m, "filter/masked": m}
-            for s, r, m in ((1, 0.25, 2), (2, 0.5, 1), (3, 0.875, 0))
+            {
+                "step": s,
+                "reward/mean": r,
+                "filter/trained": 8 - m,
+                "filter/masked": m,
+                "time/step": 10.0,
+                "time/generation_wall": 8.0,
+                "time/generation_exposed": 8.0 - h,
+                "time/update": 2.0,
+                f"staleness/{min(s - 1, 1)}": 8.0,
+            }
+            for s, r, m, h in ((1, 0.25, 2, 0.0), (2, 0.5, 1, 2.0), (3, 0.875, 0, 2.0))
         ]
         ctx.path("train", "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         return StageResult(numbers={"steps": 3})
@@ -97,6 +107,10 @@ def test_report_md_and_html_hold_the_numbers_and_working_links(run_folder):
     assert "Change: **+100.0 points**" in md and "by the trained model only 4" in md
     assert "| evals | gold and empty on held-out swe-toy | done |" in md
     assert "| setup |" in md and "not run" in md  # no TTS here: said so, not hidden
+    # where a step's time went, read from the typed step records
+    assert "| update | 2.0 | 6 |" in md and "| generation, start to end | 8.0 | 24 |" in md
+    assert "generation hidden behind training: 4 of 24 s (17%)" in md
+    assert "staleness (rows a lag): 0: 8, 1: 16" in md
     for png in ("reward.png", "pass_at_k.png", "outcomes.png"):
         assert (out / "plots" / png) in paths and (out / "plots" / png).stat().st_size > 1000
     # every relative link of the report resolves in the run folder

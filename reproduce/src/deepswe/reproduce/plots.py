@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from deepswe.train.step_record import StepRecord
+
 OUTCOMES = [
     "resolved",
     "unresolved",
@@ -32,18 +34,18 @@ def _plt():
     return plt
 
 
-def plot_reward(metrics: list[dict], path: Path) -> bool:
+def plot_reward(metrics: list[StepRecord], path: Path) -> bool:
     if not metrics:
         return False
     plt = _plt()
-    steps = [m.get("step", i + 1) for i, m in enumerate(metrics)]
+    steps = [m.step for m in metrics]
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(steps, [m.get("reward/mean", 0.0) for m in metrics], marker="o", label="reward (mean)")
-    if any("filter/masked" in m for m in metrics):
-        n = [max(m.get("filter/trained", 0) + m.get("filter/masked", 0), 1) for m in metrics]
+    ax.plot(steps, [m.reward.mean or 0.0 for m in metrics], marker="o", label="reward (mean)")
+    if any(m.filter.masked for m in metrics):
+        n = [max(m.filter.trained + m.filter.masked, 1) for m in metrics]
         ax.plot(
             steps,
-            [m.get("filter/masked", 0) / k for m, k in zip(metrics, n, strict=True)],
+            [m.filter.masked / k for m, k in zip(metrics, n, strict=True)],
             ls="--",
             label="share masked (max_steps, timeout)",
         )

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from deepswe.reproduce.pipeline import Context, Stage, StageFailed, StageResult
 from deepswe.reproduce.preflight import cluster_preflight, preflight
+from deepswe.train.step_record import read_metrics
 
 
 def _rel(p: Path) -> str:
@@ -142,8 +143,8 @@ def train(ctx: Context) -> StageResult:
         f"model.path={ctx.path('models', 'sft')}",
         f"data.path={_toy(ctx, 'train')}",
     )
-    steps = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines() if ln]
-    rewards = [s.get("reward/mean") for s in steps]
+    steps = read_metrics(out / "metrics.jsonl")
+    rewards = [s.reward.mean for s in steps]
     return StageResult(
         artifacts=[_rel(out / "final"), _rel(out / "metrics.jsonl")],
         numbers={"steps": len(steps), "reward": rewards},

@@ -90,6 +90,16 @@ def timing_metrics(trajs: Sequence[Any]) -> dict[str, float]:
     }
 
 
+def episode_seconds(trajs: Sequence[Any]) -> dict[str, float]:
+    """The batch's episode seconds summed over episodes: waiting for replies, in tool calls,
+    in the reward run (keys of `time/`, deepswe.train.step_record)."""
+    return {
+        "episodes_model": sum(s.model_seconds for t in trajs for s in t.steps),
+        "episodes_tools": sum(s.tool_seconds for t in trajs for s in t.steps),
+        "episodes_grading": sum(t.grade_seconds for t in trajs),
+    }
+
+
 def staleness_metrics(trajs: Sequence[Any], trained_from: int) -> dict[str, float]:
     """How many policy versions each trajectory lags the weights it trained (`trained_from`,
     optimizer steps done before this update): `staleness/max`, `staleness/mean` and a count

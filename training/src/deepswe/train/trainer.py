@@ -50,6 +50,7 @@ from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpo
 from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
 from deepswe.train.engines import engine_class
 from deepswe.train.metrics import (
+    episode_seconds,
     integrity_metrics,
     staleness_metrics,
     step_metrics,
@@ -60,6 +61,7 @@ from deepswe.train.plugins import build
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
 from deepswe.train.sampling import RolloutJob, run_rollout
 from deepswe.train.sources import source_class
+from deepswe.train.step_record import StepRecord
 
 
 def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
@@ -310,11 +312,15 @@ class Trainer:
         times["step"] = time.monotonic() - t0
         times["generation_wall"] = got.seconds
         times["generation_exposed"] = exposed
-        record = step_metrics(self.step, batch, counts, stats, gap, times)
-        record.update(integrity_metrics(trajs))
-        record.update(timing_metrics(trajs))
-        record.update(extra)
-        record.update(staleness_metrics(trajs, self.step - 1))
+        if got.engine_busy is not None:
+            times["engine_busy"] = got.engine_busy
+        times.update(episode_seconds(trajs))
+        flat = step_metrics(self.step, batch, counts, stats, gap, times)
+        flat.update(integrity_metrics(trajs))
+        flat.update(timing_metrics(trajs))
+        flat.update(extra)
+        flat.update(staleness_metrics(trajs, self.step - 1))
+        record = StepRecord.from_flat(flat).flat()  # typed: a key no section declares is kept
         self.log.write(record)
         if self.step % self.cfg.run.save_every == 0 or self.step == self.cfg.run.steps:
             pending = self.pending if isinstance(self.pending, Collected) else None
@@ -355,10 +361,12 @@ class Trainer:
     def _sample(self, task_ids: list[int], step: int, version: int) -> Collected:
         """Step `step`'s episodes on the weights the engine holds now: `version`, the optimizer
         steps they have seen."""
-        start = time.monotonic()
+        start, busy = time.monotonic(), getattr(self.engine, "busy_s", None)
         trajs, groups = self.collect(task_ids, step)
         trajs = [t.model_copy(update={"policy_version": version}) for t in trajs]
-        return Collected(step, trajs, groups, time.monotonic() - start)
+        after = getattr(self.engine, "busy_s", None)
+        engine = after - busy if busy is not None and after is not None else None
+        return Collected(step, trajs, groups, time.monotonic() - start, engine)
 
     def _save_trajectories(self, trajs: list[Trajectory]) -> None:
         folder = self.run_dir / "trajectories"
@@ -415,9 +423,15 @@ class Collected:
     trajectories: list[Trajectory]
     groups: list[int]
     seconds: float
+    engine_busy: float | None = None  # the engine's own seconds while sampling it, if counted
 
     def dumps(self) -> str:
-        head = {"step": self.step, "groups": self.groups, "seconds": self.seconds}
+        head = {
+            "step": self.step,
+            "groups": self.groups,
+            "seconds": self.seconds,
+            "engine_busy": self.engine_busy,
+        }
         return "".join(
             [json.dumps(head) + "\n", *(t.model_dump_json() + "\n" for t in self.trajectories)]
         )
@@ -430,7 +444,8 @@ class Collected:
         head, *lines = path.read_text().splitlines()
         meta = json.loads(head)
         trajs = [Trajectory.model_validate_json(x) for x in lines]
-        return cls(int(meta["step"]), trajs, list(meta["groups"]), float(meta["seconds"]))
+        busy = meta.get("engine_busy")
+        return cls(int(meta["step"]), trajs, list(meta["groups"]), float(meta["seconds"]), busy)
 
 
 # Sections that do not shape GRPO++: the SFT warm start made model.path before the run, and the

@@ -10,6 +10,7 @@ Calls are serialised by a lock: one model, many episode threads.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ class HFEngine:
         self.renderer = ChatRenderer(self.tokenizer)
         self.device = torch.device(device)
         self._lock = threading.Lock()
+        self.busy_s = 0.0  # seconds spent sampling (inside the lock): the engine's busy time
         self.asleep, self._level, self._stale = False, 1, False
         self._shapes: dict[Any, tuple[torch.Size, torch.dtype]] = {}
 
@@ -84,7 +86,9 @@ class HFEngine:
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed if seed is not None else int(torch.seed() % (2**63)))
         with self._lock, torch.no_grad():
+            t0 = time.monotonic()
             ids, lps, stopped = self._loop(list(prompt), n, temperature, max_tokens, gen)
+            self.busy_s += time.monotonic() - t0
         return [
             Sample(ids[i], lps[i], self.renderer.decode(ids[i]), "stop" if stopped[i] else "length")
             for i in range(n)
