@@ -53,6 +53,7 @@ from deepswe.env.images.offline import (
     project_requirements,
     self_install_extras,
 )
+from deepswe.env.images.progress import Heartbeat
 from deepswe.env.images.recipe import base_image_tag, python_version
 from deepswe.env.images.submodules import check_out as check_out_submodules
 from deepswe.env.images.wheels import manylinux_platforms, pip_install_command
@@ -173,19 +174,44 @@ def image_exists(tag: str) -> bool:
 def _build(
     context: Path, dockerfile: str, tag: str, labels: dict[str, str], log: Log
 ) -> str | None:
-    """docker build; None on success, else the build's whole output (for build_offline)."""
+    """docker build; None on success, else the build's whole output (for build_offline). Each
+    step is logged as it starts, and a heartbeat line every 30 s while a step runs silently
+    (images/progress.py), naming the image, its kind (labels) and the step."""
     (context / "Dockerfile").write_text(dockerfile)
-    try:
+    instance = labels.get("deepswe.instance")
+    label = f"{tag} ({labels.get('deepswe.kind', 'image')}" + (
+        f" of {instance})" if instance else ")"
+    )
+    output: list[str] = []
+    error = None
+    with Heartbeat(log, label) as beat:
+        beat.doing("sending the build context to the engine")
+        # The low-level API streams the build as it runs (the high-level images.build reads
+        # it whole first: a 6-minute build printed nothing, then every step at once).
         # pull=False: FROM names a local image; no registry is ever asked.
-        _, stream = client().images.build(
-            path=str(context), tag=tag, labels=labels, pull=False, rm=True, forcerm=True
+        stream = client().api.build(
+            path=str(context),
+            tag=tag,
+            labels=labels,
+            pull=False,
+            rm=True,
+            forcerm=True,
+            decode=True,
         )
         for chunk in stream:
-            if "stream" in chunk and chunk["stream"].strip().startswith("Step"):
-                log(f"  {chunk['stream'].strip()}")
-    except docker.errors.BuildError as exc:
-        text = "".join(c.get("stream", "") for c in exc.build_log if isinstance(c, dict))
-        return f"{text}\n{exc.msg}"
+            text = chunk.get("stream", "") if isinstance(chunk, dict) else ""
+            output.append(text)
+            if isinstance(chunk, dict) and chunk.get("error"):
+                error = str(chunk["error"])
+            if text.strip().startswith("Step"):
+                log(f"  {text.strip()}")
+                beat.doing(text.strip()[:160])
+                beat.logged()
+            else:
+                for line in text.splitlines():
+                    beat.output(line)
+    if error is not None:
+        return f"{''.join(output)}\n{error}"
     return None
 
 
@@ -242,8 +268,11 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
     with tempfile.TemporaryDirectory(prefix="deepswe-env-") as tmp:
         ctx = Path(tmp)
         wheels = _wheelhouse(spec, ctx / "wheels", tag.replace("/", "_").replace(":", "_"))
-        for step in [spec.pip, *spec.pip_after]:
-            wheels.add(step)  # each step's own closure: conflicting pins across steps coexist
+        steps = [spec.pip, *spec.pip_after]
+        with Heartbeat(log, f"{tag} (env, on the host)") as beat:
+            for k, step in enumerate(steps, 1):
+                beat.doing(f"fetching the wheels of pip step {k} of {len(steps)}")
+                wheels.add(step)  # each step's own closure: conflicting pins across steps coexist
         shutil.copy(Path(__file__).with_name("venv_everywhere.py"), ctx / "venv_everywhere.py")
         lines = [f"FROM {base}", *OFFLINE_ENV, *_interpreter_lines(spec, ctx)]
         if spec.venv_in_testbed:
@@ -326,18 +355,26 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
     with tempfile.TemporaryDirectory(prefix="deepswe-task-") as tmp:
         ctx = Path(tmp) / "context"
         ctx.mkdir()
-        cut = prepare_repository(spec.source, task.base_commit, ctx / "testbed")
-        if cut:
-            log(f"{task.instance_id}: {cut}")
-        if Path(spec.source).is_dir():  # submodules from clones beside the source's
-            for line in check_out_submodules(ctx / "testbed", Path(spec.source).absolute().parent):
-                log(f"{task.instance_id}: {line}")
-        start = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
-        # What one task of an environment had to learn, its siblings download up front.
-        wheels = _wheelhouse(spec, ctx / "wheels", env.replace("/", "_").replace(":", "_"))
-        extras = self_install_extras(spec.install)
-        if extras is not None:
-            _prefetch(wheels, project_requirements(ctx / "testbed", extras, wheels.python), log)
+        with Heartbeat(log, f"{task.instance_id} (task, on the host)") as beat:
+            beat.doing(f"checking out {task.base_commit[:12]} from {spec.source}")
+            cut = prepare_repository(spec.source, task.base_commit, ctx / "testbed")
+            if cut:
+                log(f"{task.instance_id}: {cut}")
+                beat.logged()
+            if Path(spec.source).is_dir():  # submodules from clones beside the source's
+                beat.doing("checking out submodules")
+                parent = Path(spec.source).absolute().parent
+                for line in check_out_submodules(ctx / "testbed", parent):
+                    log(f"{task.instance_id}: {line}")
+            beat.doing("splitting the history layer (git repack)")
+            start = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
+            # What one task of an environment had to learn, its siblings download up front.
+            beat.doing("fetching the project's own requirements")
+            wheels = _wheelhouse(spec, ctx / "wheels", env.replace("/", "_").replace(":", "_"))
+            extras = self_install_extras(spec.install)
+            if extras is not None:
+                reqs = project_requirements(ctx / "testbed", extras, wheels.python)
+                _prefetch(wheels, reqs, log)
         lines = [f"FROM {start}", "COPY wheels /wheels-task", f"ENV {TASK_FIND_LINKS}"]
         # COPY gives every file a new ctime: refresh the index now (it hashes, writes nothing),
         # or the first `git commit -a` / `add` re-writes every blob, and git "freshens" (utimes)

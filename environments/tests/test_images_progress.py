@@ -1,0 +1,52 @@
+"""A line at least every 30 s while an image build works silently (images/progress.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from deepswe.env.images import progress
+from deepswe.env.images.progress import Heartbeat
+
+
+def test_a_silent_part_is_named_until_it_ends_and_a_callers_line_resets_the_clock():
+    lines: list[str] = []
+    with Heartbeat(lines.append, "deepswe/env:abc (env)", every=0.2) as beat:
+        beat.doing("Step 3/5 : RUN pip install ...")
+        beat.output("Building wheel for numpy (setup.py): started")
+        time.sleep(0.75)
+        n = len(lines)
+        beat.logged()  # the caller said something: the next beat waits a whole period
+        time.sleep(0.1)
+        assert len(lines) == n
+    after = len(lines)
+    time.sleep(0.3)
+    assert len(lines) == after  # nothing once the part ended
+    assert n >= 2 and all(x.startswith("  deepswe/env:abc (env): Step 3/5") for x in lines)
+    assert "s so far; last output: Building wheel for numpy" in lines[0]
+
+
+@pytest.mark.docker
+def test_a_docker_build_step_that_prints_nothing_still_shows_progress(monkeypatch, tmp_path):
+    from deepswe.env.images.base import ensure_base_image
+    from deepswe.env.images.task import _build
+    from deepswe.env.sandbox.docker import client
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.5)
+    base = ensure_base_image("bookworm")
+    lines: list[str] = []
+    failed = _build(
+        tmp_path,
+        f"FROM {base}\nRUN echo compiling {time.time_ns()} && sleep 2.5\n",  # never cached
+        "deepswe-test/heartbeat:1",
+        {"deepswe.kind": "task", "deepswe.instance": "demo__demo-1"},
+        lines.append,
+    )
+    assert failed is None
+    beats = [x for x in lines if "s so far" in x]
+    assert len(beats) >= 2, lines
+    step = "  deepswe-test/heartbeat:1 (task of demo__demo-1): Step 2/4 : RUN"
+    assert any(x.startswith(step) for x in beats), beats
+    assert any("last output: compiling" in x for x in beats)
+    client().images.remove("deepswe-test/heartbeat:1")
