@@ -419,3 +419,17 @@ def test_markers_are_the_targets_even_when_pip_runs_on_the_host(tmp_path, monkey
         ["pandas==1.3.5"], tmp_path / "w", "3.7", platforms, constraints=["numpy==1.17.5"]
     )
     assert "numpy-1.17.5-cp37-cp37m-manylinux1_x86_64.whl" in [w.name for w in wheels]
+
+
+@pytest.mark.slow
+def test_an_sdist_pip_found_but_could_not_prepare_is_not_called_missing(tmp_path):
+    """numpy 1.19.2 (scikit-learn 1.3's pin on Python 3.9, PyPI's real sdist) fails to cythonize
+    under today's Cython while pip prepares its metadata: the message says the sdist was found
+    and preparing it failed, not that there is no sdist (issue #45)."""
+    from deepswe.env.images.sdist_fallback import WheelDownloadError, download_sdist
+
+    with pytest.raises(WheelDownloadError) as err:
+        download_sdist("numpy==1.19.2", tmp_path, python_version="3.9")
+    said = str(err.value)
+    assert said.startswith("the sdist of numpy==1.19.2 was found, but preparing it failed")
+    assert "cythonize" in said or "metadata" in said

@@ -114,3 +114,23 @@ def test_a_grading_failure_is_an_infra_error_not_a_reward(calc_task):
     )
     assert traj.ending_detail.startswith("grading failed after the episode ended (submitted)")
     assert "hidden tests did not apply" in traj.ending_detail
+
+
+def test_a_task_image_that_fails_to_build_is_said_as_such(calc_task):
+    """Gold submitted (no episode, as `validate` grades it) on a task whose install command
+    fails: the row is infra_error saying the image failed to build and nothing was graded, not
+    that grading failed after an episode."""
+    env = calc_task.environment.model_copy(update={"install": ["echo cannot install; exit 3"]})
+    broken = calc_task.model_copy(
+        update={"instance_id": "calc__calc-unbuildable", "environment": env}
+    )
+    from deepswe.env.policies.scripted import GoldPatchPolicy
+
+    traj = run_task(broken, GoldPatchPolicy(broken.gold_patch))
+    assert (traj.ending, traj.outcome, traj.reward) == (
+        Ending.INFRA_ERROR,
+        Outcome.INFRA_ERROR.value,
+        None,
+    )
+    assert traj.ending_detail.startswith("the task's image failed to build (nothing was graded)")
+    assert "cannot install" in traj.ending_detail

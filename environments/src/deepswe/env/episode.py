@@ -67,6 +67,10 @@ def grade_patch(
     return RewardRun(result, first.log, first.output)
 
 
+# How a row whose task image failed to build is reported: no episode ran, nothing was graded.
+IMAGE_FAILED = "the task's image failed to build (nothing was graded): "
+
+
 def _grade_once(
     task: Task,
     patch: str,
@@ -79,7 +83,9 @@ def _grade_once(
         sandbox = backend_class(backend)(image, sandbox_limits)
     except (SandboxError, ImageBuildError) as exc:
         result = GradeResult(
-            outcome=Outcome.INFRA_ERROR, parser=task.test_spec.log_parser, reason=str(exc)
+            outcome=Outcome.INFRA_ERROR,
+            parser=task.test_spec.log_parser,
+            reason=f"{IMAGE_FAILED}{exc}" if isinstance(exc, ImageBuildError) else str(exc),
         )
         return RewardRun(result, "")
     try:
@@ -119,7 +125,9 @@ def run_task(
             policy=policy.name,
             messages=[],
             ending=Ending.INFRA_ERROR,
-            ending_detail=f"sandbox: {exc}",
+            ending_detail=f"{IMAGE_FAILED}{exc}"
+            if isinstance(exc, ImageBuildError)
+            else f"sandbox: {exc}",
             outcome=Outcome.INFRA_ERROR,
             wall_seconds=time.monotonic() - started,
         )
@@ -152,9 +160,12 @@ def _graded(
     if result.outcome is Outcome.INFRA_ERROR:
         # The agent's episode was fine; its grading was not. The whole row is infra_error: no
         # reward, and the ending says so, since trainers and reports filter on the ending.
-        traj.ending_detail = f"grading failed after the episode ended ({traj.ending.value}): " + (
-            result.reason
-        )
+        if result.reason.startswith(IMAGE_FAILED):  # nothing was graded: say what failed
+            traj.ending_detail = result.reason
+        else:
+            traj.ending_detail = (
+                f"grading failed after the episode ended ({traj.ending.value}): {result.reason}"
+            )
         traj.ending, traj.reward = Ending.INFRA_ERROR, None
         return traj
     traj.reward = result.reward

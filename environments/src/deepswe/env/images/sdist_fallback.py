@@ -117,6 +117,16 @@ def download_sdist(
     cmd += ["--dest", str(dest), wanted]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
     if res.returncode != 0:
+        said = res.stdout + res.stderr
+        if re.search(
+            r"(Downloading|File was already downloaded|Saved) \S*\.(tar\.gz|zip)", said
+        ) and (
+            "metadata" in said or "subprocess-exited-with-error" in said
+        ):  # pip found the sdist; preparing it (setup.py egg_info) is what failed
+            raise WheelDownloadError(
+                f"the sdist of {wanted} was found, but preparing it failed (an old sdist may "
+                f"need the build tools of its own time):\n{tail(res)}"
+            )
         raise WheelDownloadError(f"no sdist for {wanted}:\n{tail(res)}")
 
 
