@@ -19,7 +19,7 @@ from deepswe.env.recipes.swebench.conda import (
     pip_constraint,
     translate_package,
 )
-from deepswe.env.recipes.swebench.coverage import spec_rows, summary
+from deepswe.env.recipes.swebench.coverage import markdown, spec_rows, summary
 from deepswe.env.recipes.swebench.downloads import (
     UnservedDownload,
     build_downloads,
@@ -273,6 +273,15 @@ def test_coverage_counts_instances_specs_and_what_stays_out(tmp_path, monkeypatc
     by = {(r.repo, r.version): r for r in rows_out}
     assert by[("django/django", "2.2")].verdict.startswith("unsupported: needs Python 3.5")
     assert list(by[("pydata/xarray", "2022.06")].excluded) == ["pydata__xarray-2022062"]
+    # The whole reason, which the table cuts, with what to do (issue #45)
+    text = markdown(rows_out)
+    line = next(x for x in text.splitlines() if x.startswith("- unsupported: django/django 2.2"))
+    assert "needs Python 3.5" in line and "DEEPSWE_HOST_PYTHONS" in line
+    assert "warning: no clone" not in text
+    # A mirror folder without a repository's clone: said, naming the folder to fill
+    subprocess.run(["rm", "-rf", str(mirror / "pydata__xarray")], check=True)
+    text = markdown(spec_rows(tasks, mirror))
+    assert f"- warning: no clone of pydata/xarray at {mirror}/pydata__xarray (2 instances)" in text
 
 
 def test_envs_names_a_row_whose_submodule_no_clone_holds(tmp_path, monkeypatch):

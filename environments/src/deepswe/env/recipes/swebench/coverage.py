@@ -32,6 +32,9 @@ class SpecRow:
     compiler: bool | None  # None: unknown without a mirror
     verdict: str  # "eligible" | "unsupported: ..."
     excluded: dict[str, str] = field(default_factory=dict)  # instance -> why it stays out
+    # the mirror folder's clone of the repository when a mirror was given and lacks it (the
+    # checks that read the repository were skipped; building needs it)
+    missing_clone: Path | None = None
 
 
 def _packages_kind(specs: dict) -> str:
@@ -86,8 +89,9 @@ def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | 
             base_commit=None,
         )
     )
-    repo_dir = mirror_path(mirror, repo) if mirror is not None else None
-    repo_dir = repo_dir if repo_dir is not None and repo_dir.is_dir() else None
+    wanted = mirror_path(mirror, repo) if mirror is not None else None
+    repo_dir = wanted if wanted is not None and wanted.is_dir() else None
+    missing_clone = wanted if wanted is not None and repo_dir is None else None
     excluded: dict[str, str] = {}
     try:
         if python not in BASE_FOR_PYTHON:
@@ -120,7 +124,18 @@ def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | 
         commit = example.environment_setup_commit or example.base_commit
         compiler = has_c_sources(repo_dir, commit)
     kind = _packages_kind(specs)
-    return SpecRow(repo, version, python, kind, len(mine), interpreter, compiler, verdict, excluded)
+    return SpecRow(
+        repo,
+        version,
+        python,
+        kind,
+        len(mine),
+        interpreter,
+        compiler,
+        verdict,
+        excluded,
+        missing_clone,
+    )
 
 
 def summary(rows: list[SpecRow]) -> dict[str, int]:
@@ -151,6 +166,24 @@ def markdown(rows: list[SpecRow]) -> str:
             + " |"
         )
     out += [f"- out: {iid}: {why[:160]}" for r in rows for iid, why in sorted(r.excluded.items())]
+    # the whole reason of each refused spec: the table cuts it, and its end says what to do
+    out += [
+        f"- unsupported: {r.repo} {r.version}: {r.verdict.removeprefix('unsupported: ')}"
+        for r in rows
+        if r.verdict != "eligible"
+    ]
+    clones = {}
+    for r in rows:
+        if r.missing_clone is not None and r.instances:
+            clones.setdefault(r.repo, (r.missing_clone, 0))
+            clones[r.repo] = (r.missing_clone, clones[r.repo][1] + r.instances)
+    out += [
+        f"- warning: no clone of {repo} at {path} ({n} instances): the checks that read the "
+        f"repository (downloads, submodules, base trees, compiler) were skipped and nothing of "
+        f"it can be built; clone it there (SWE-bench's mirror github.com/swe-bench/{path.name} "
+        "holds every Verified commit)"
+        for repo, (path, n) in sorted(clones.items())
+    ]
     return "\n".join(out)
 
 
