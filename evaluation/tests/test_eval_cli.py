@@ -110,6 +110,10 @@ def test_validate_keeps_going_past_a_task_it_cannot_grade(tmp_path):
     assert "1 task(s) not graded here (unsupported_env)" in res.stderr
     assert "deepswe-eval envs --dataset" in res.stderr
     assert "0 failed, 0 undecided, 1 not graded here" in res.stderr
+    # each phase's episode lines come under a header naming the phase (issue #45)
+    gold = res.stderr.index("gold: the gold patch graded (every run must resolve), 2 task(s)")
+    empty = res.stderr.index("empty: the empty patch graded (no run may resolve)")
+    assert gold < empty
 
 
 def test_a_config_value_is_set_one_way_and_an_old_flag_is_told_which(tmp_path):

@@ -26,6 +26,11 @@ from deepswe.eval.store import EpisodeRecord, EpisodeStatus
 
 EXPECTED = {"gold": "resolved", "empty": "unresolved"}  # run folder -> every run's outcome
 POLICY = {"gold": "gold-patch", "empty": "empty", "tools": "gold"}  # run folder -> policy
+PHASE = {
+    "gold": "the gold patch graded (every run must resolve)",
+    "empty": "the empty patch graded (no run may resolve)",
+    "tools": "the gold patch replayed through the agent's tools",
+}
 
 
 @dataclass
@@ -121,10 +126,16 @@ def validate_tasks(
     records: dict[str, dict[str, list[EpisodeRecord]]] = {
         t.instance_id: {f: [] for f in folders} for t in tasks
     }
+    console = console or Console(stderr=True)
     for folder in folders:
         policy = cfg.policy.model_copy(update={"name": POLICY[folder]})
         pcfg = cfg.model_copy(update={"policy": policy, "runs": cfg.baseline_runs})
         store, _ = open_run(Path(out) / folder, make_card(pcfg, tasks))
+        # the episode lines that follow belong to this phase: say which
+        console.print(
+            f"[bold]{folder}[/bold]: {PHASE[folder]}, {len(tasks)} task(s) x "
+            f"{cfg.baseline_runs} run(s) in {Path(out) / folder}"
+        )
         run_all(tasks, pcfg, store, console=console, unsupported=unsupported)
         for r in store.records():
             if r.instance_id in records:
