@@ -19,7 +19,7 @@ from deepswe.env.images.base import ImageBuildError
 from deepswe.env.images.task import ensure_task_image
 from deepswe.env.policies import Policy
 from deepswe.env.reward import RewardRun, run_reward
-from deepswe.env.sandbox import SandboxError, SandboxLimits, backend_class
+from deepswe.env.sandbox import Sandbox, SandboxError, SandboxLimits, backend_class
 from deepswe.env.trajectory import Ending, Trajectory, capped_log
 
 # What a harness may raise for reasons that are nobody's answer: the sandbox or image layer, the
@@ -94,6 +94,22 @@ def _grade_once(
         sandbox.close()
 
 
+def open_sandbox(
+    task: Task, backend: str = "docker", sandbox_limits: SandboxLimits | None = None
+) -> tuple[str, Sandbox]:
+    """(the task's image, a sandbox started from it): the image built when missing, the start
+    through the backend's admission gate. ImageBuildError or SandboxError on failure."""
+    image = ensure_task_image(task, log=lambda _: None)
+    return image, backend_class(backend)(image, sandbox_limits)
+
+
+def start_failure(exc: SandboxError | ImageBuildError) -> str:
+    """The ending detail of an episode whose sandbox could not be started."""
+    if isinstance(exc, ImageBuildError):
+        return f"{IMAGE_FAILED}{exc}"
+    return f"sandbox: {exc}"
+
+
 def run_task(
     task: Task,
     policy: Policy,
@@ -115,19 +131,16 @@ def run_task(
             ending=Ending.SUBMITTED,
             patch=submission,
         )
-        return _graded(traj, task, None, backend, sandbox_limits) if grade else traj
+        return grade_trajectory(traj, task, None, backend, sandbox_limits) if grade else traj
     try:
-        image = ensure_task_image(task, log=lambda _: None)
-        sandbox = backend_class(backend)(image, sandbox_limits)
+        image, sandbox = open_sandbox(task, backend, sandbox_limits)
     except (SandboxError, ImageBuildError) as exc:
         return Trajectory(
             instance_id=task.instance_id,
             policy=policy.name,
             messages=[],
             ending=Ending.INFRA_ERROR,
-            ending_detail=f"{IMAGE_FAILED}{exc}"
-            if isinstance(exc, ImageBuildError)
-            else f"sandbox: {exc}",
+            ending_detail=start_failure(exc),
             outcome=Outcome.INFRA_ERROR,
             wall_seconds=time.monotonic() - started,
         )
@@ -137,20 +150,21 @@ def run_task(
         sandbox.close()
     if not grade:
         return traj
-    if traj.ending is Ending.INFRA_ERROR:
-        traj.outcome = Outcome.INFRA_ERROR
-        return traj
-    return _graded(traj, task, image, backend, sandbox_limits)
+    return grade_trajectory(traj, task, image, backend, sandbox_limits)
 
 
-def _graded(
+def grade_trajectory(
     traj: Trajectory,
     task: Task,
     image: str | None,
     backend: str,
     sandbox_limits: SandboxLimits | None,
 ) -> Trajectory:
-    """`traj` with its patch graded: grade, outcome, reward, test log (infra_error: no reward)."""
+    """`traj` with its patch graded: grade, outcome, reward, test log (infra_error: no reward).
+    A trajectory that already ended infra_error is not graded: its outcome is infra_error."""
+    if traj.ending is Ending.INFRA_ERROR:
+        traj.outcome = Outcome.INFRA_ERROR
+        return traj
     t0 = time.monotonic()
     run = grade_patch(task, traj.patch, image=image, backend=backend, sandbox_limits=sandbox_limits)
     result = run.grade

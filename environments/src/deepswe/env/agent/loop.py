@@ -46,12 +46,6 @@ class EpisodeLimits(BaseModel):
     )
 
 
-class _End(Exception):
-    def __init__(self, ending: Ending, detail: str = "") -> None:
-        super().__init__(detail)
-        self.ending, self.detail = ending, detail
-
-
 def install_tools(sandbox: Sandbox, scaffold: Scaffold = "deepswe") -> None:
     """Put the four tools on the sandbox's PATH as executables (and, for the r2e-gym scaffold,
     the editor's decoder where it looks)."""
@@ -114,80 +108,128 @@ def _finished(parsed: ParsedAction, scaffold: Scaffold) -> str:
     return format_observation(parsed.function_name, "", "", 0)  # an invalid action's
 
 
-def _loop(
-    task: Task, policy: Policy, sandbox: Sandbox, limits: EpisodeLimits, traj: Trajectory
-) -> None:
-    """Fill `traj` step by step; always leaves by raising _End (or a policy/sandbox error)."""
-    started = time.monotonic()
-    last: Reply | None = None
-    for i in range(limits.max_steps):
-        left = limits.wall_timeout_s - (time.monotonic() - started)
+class EpisodeEnd(Exception):
+    """How an episode ends: raised by `ToolEnv` (and the loop), caught where the episode is run."""
+
+    def __init__(self, ending: Ending, detail: str = "") -> None:
+        super().__init__(detail)
+        self.ending, self.detail = ending, detail
+
+
+class ToolEnv:
+    """The environment half of the loop: the chat so far, the sandbox behind the tools, the
+    step and wall-time limits. `run_episode` asks a policy for each reply; the OpenEnv server
+    (deepswe.eval.openenv) takes each from its client. Both go through `take`, so the two see
+    the same observations."""
+
+    def __init__(self, task: Task, policy: str, sandbox: Sandbox, limits: EpisodeLimits) -> None:
+        public = task.public()
+        self.task, self.sandbox, self.limits = task, sandbox, limits
+        self.traj = Trajectory(
+            instance_id=public.instance_id,
+            policy=policy,
+            messages=prompts.build_messages(
+                public.problem_statement, limits.prompt_variant, limits.max_steps
+            ),
+            ending=Ending.INFRA_ERROR,
+        )
+        self.started = time.monotonic()  # the trajectory's wall_seconds count from here
+        self.clock = self.started  # the wall-time limit counts from the end of `prepare`
+
+    def prepare(self) -> None:
+        """The sandbox made ready for the agent: grading material hidden, the start snapshot
+        taken (the patch's "before"), the tools installed. SandboxError on failure."""
+        if uses_r2e_layout(self.task):  # an R2E-Gym image's hidden tests and test script: gone
+            hide_grading_material(self.sandbox, self.limits.workdir)
+        take_snapshot(self.sandbox, self.limits.workdir)
+        install_tools(self.sandbox, self.limits.scaffold)
+        self.clock = time.monotonic()
+
+    def seconds_left(self) -> float:
+        """Seconds left of the trajectory's wall time; EpisodeEnd(TIMEOUT) when none are."""
+        left = self.limits.wall_timeout_s - (time.monotonic() - self.clock)
         if left <= 0:
-            raise _End(Ending.TIMEOUT, f"trajectory wall time {limits.wall_timeout_s:.0f}s used")
-        used = _context_tokens(policy, traj.messages, last)
-        if used >= limits.max_context_tokens:
-            raise _End(Ending.MAX_CONTEXT, f"{used} tokens >= {limits.max_context_tokens}")
-        t0 = time.monotonic()
-        last = policy.reply(traj.messages, timeout=min(limits.model_timeout_s, left))
-        model_s = time.monotonic() - t0
-        parsed = parse_action(last.text)
-        shown = last.text if limits.keep_thinking else prompts.strip_thinking(last.text)
+            raise EpisodeEnd(
+                Ending.TIMEOUT, f"trajectory wall time {self.limits.wall_timeout_s:.0f}s used"
+            )
+        return left
+
+    def take(self, reply: Reply, model_seconds: float = 0.0) -> str:
+        """Record `reply`, run its tool call and return the next user message (observation and
+        step reminder). EpisodeEnd(SUBMITTED) after a `finish`, (MAX_STEPS) after the last step."""
+        limits, traj, i = self.limits, self.traj, len(self.traj.steps)
+        parsed = parse_action(reply.text)
+        shown = reply.text if limits.keep_thinking else prompts.strip_thinking(reply.text)
         traj.messages.append({"role": "assistant", "content": shown})
         ends = _ends(parsed, limits.scaffold)
         if ends:
             observation, step = _finished(parsed, limits.scaffold), Step(index=i, assistant="")
             step.action = Action(name=parsed.function_name, parameters=parsed.parameters)
         else:
-            left = limits.wall_timeout_s - (time.monotonic() - started)
-            observation, step = _observe(parsed, sandbox, limits, left)
-        step.index, step.assistant, step.observation = i, last.text, observation
-        step.model_seconds = model_s
-        step.prompt_tokens, step.completion_tokens = last.prompt_tokens, last.completion_tokens
-        step.token_ids, step.logprobs = last.token_ids, last.logprobs
+            left = limits.wall_timeout_s - (time.monotonic() - self.clock)
+            observation, step = _observe(parsed, self.sandbox, limits, left)
+        step.index, step.assistant, step.observation = i, reply.text, observation
+        step.model_seconds = model_seconds
+        step.prompt_tokens, step.completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        step.token_ids, step.logprobs = reply.token_ids, reply.logprobs
         traj.steps.append(step)
         if ends:
-            raise _End(Ending.SUBMITTED)
-        reminder = prompts.step_reminder(limits.max_steps, i + 1, limits.prompt_variant)
-        traj.messages.append({"role": "user", "content": observation + reminder})
-    raise _End(Ending.MAX_STEPS, f"{limits.max_steps} steps")
+            raise EpisodeEnd(Ending.SUBMITTED)
+        message = observation + prompts.step_reminder(
+            limits.max_steps, i + 1, limits.prompt_variant
+        )
+        traj.messages.append({"role": "user", "content": message})
+        if i + 1 >= limits.max_steps:
+            raise EpisodeEnd(Ending.MAX_STEPS, f"{limits.max_steps} steps")
+        return message
+
+    def end(self, exc: EpisodeEnd | SandboxError) -> None:
+        """Record how the episode ended (an EpisodeEnd, or a sandbox failure: infra_error)."""
+        if isinstance(exc, EpisodeEnd):
+            self.traj.ending, self.traj.ending_detail = exc.ending, exc.detail
+        else:
+            self.traj.ending, self.traj.ending_detail = Ending.INFRA_ERROR, str(exc)
+
+    def finish(self) -> Trajectory:
+        """The trajectory with the agent's patch taken (unless it already ended infra_error)."""
+        traj = self.traj
+        if traj.ending is not Ending.INFRA_ERROR:
+            try:
+                traj.patch = agent_patch(self.sandbox, self.limits.workdir)
+            except PatchNotTaken as exc:  # the agent destroyed its repository: no change
+                traj.ending_detail = "; ".join(filter(None, [traj.ending_detail, f"patch: {exc}"]))
+            except SandboxError as exc:  # never an empty patch: nobody's answer is known
+                traj.ending, traj.ending_detail = Ending.INFRA_ERROR, f"taking the patch: {exc}"
+        traj.wall_seconds = time.monotonic() - self.started
+        return traj
+
+
+def _loop(policy: Policy, env: ToolEnv) -> None:
+    """Ask `policy` for each reply until `env` ends the episode (always by raising)."""
+    limits, last = env.limits, None
+    while True:
+        left = env.seconds_left()
+        used = _context_tokens(policy, env.traj.messages, last)
+        if used >= limits.max_context_tokens:
+            raise EpisodeEnd(Ending.MAX_CONTEXT, f"{used} tokens >= {limits.max_context_tokens}")
+        t0 = time.monotonic()
+        last = policy.reply(env.traj.messages, timeout=min(limits.model_timeout_s, left))
+        env.take(last, time.monotonic() - t0)
 
 
 def run_episode(
     task: Task, policy: Policy, sandbox: Sandbox, limits: EpisodeLimits | None = None
 ) -> Trajectory:
     """Run one episode in `sandbox` (started from the task's image; not closed here)."""
-    limits = limits or EpisodeLimits()
-    public = task.public()
-    traj = Trajectory(
-        instance_id=public.instance_id,
-        policy=policy.name,
-        messages=prompts.build_messages(
-            public.problem_statement, limits.prompt_variant, limits.max_steps
-        ),
-        ending=Ending.INFRA_ERROR,
-    )
-    started = time.monotonic()
+    env = ToolEnv(task, policy.name, sandbox, limits or EpisodeLimits())
     try:
-        if uses_r2e_layout(task):  # an R2E-Gym image's hidden tests and test script: gone
-            hide_grading_material(sandbox, limits.workdir)
-        take_snapshot(sandbox, limits.workdir)  # before the agent acts: the patch's "before"
-        install_tools(sandbox, limits.scaffold)
-        _loop(task, policy, sandbox, limits, traj)
-    except _End as end:
-        traj.ending, traj.ending_detail = end.ending, end.detail
+        env.prepare()
+        _loop(policy, env)
+    except (EpisodeEnd, SandboxError) as exc:
+        env.end(exc)
     except ContextExceeded as exc:
-        traj.ending, traj.ending_detail = Ending.MAX_CONTEXT, str(exc)
+        env.traj.ending, env.traj.ending_detail = Ending.MAX_CONTEXT, str(exc)
     except PolicyError as exc:
-        traj.ending = Ending.INFRA_ERROR if exc.infra else Ending.AGENT_ERROR
-        traj.ending_detail = str(exc)
-    except SandboxError as exc:
-        traj.ending, traj.ending_detail = Ending.INFRA_ERROR, str(exc)
-    if traj.ending is not Ending.INFRA_ERROR:
-        try:
-            traj.patch = agent_patch(sandbox, limits.workdir)
-        except PatchNotTaken as exc:  # the agent destroyed its repository: graded as no change
-            traj.ending_detail = "; ".join(filter(None, [traj.ending_detail, f"patch: {exc}"]))
-        except SandboxError as exc:  # never an empty patch: nobody's answer is known
-            traj.ending, traj.ending_detail = Ending.INFRA_ERROR, f"taking the patch: {exc}"
-    traj.wall_seconds = time.monotonic() - started
-    return traj
+        env.traj.ending = Ending.INFRA_ERROR if exc.infra else Ending.AGENT_ERROR
+        env.traj.ending_detail = str(exc)
+    return env.finish()
