@@ -111,22 +111,15 @@ class GRPOConfig(BaseModel):
         description="seq_is_mask: w as exp(mean token log-ratio) or exp(sum): the whole reply's",
     )
 
-    @field_validator("off_policy")
+    @field_validator("adv_estimator", "off_policy")
     @classmethod
-    def _known_correction(cls, v: str) -> str:
-        if v not in OFF_POLICY_CORRECTIONS and ":" not in v:
-            raise ValueError(
-                f"unknown {v!r}; known: {sorted(OFF_POLICY_CORRECTIONS)} or 'module:function'"
-            )
-        return v
-
-    @field_validator("adv_estimator")
-    @classmethod
-    def _known_estimator(cls, v: str) -> str:
-        if v not in ADVANTAGE_ESTIMATORS and ":" not in v:
-            raise ValueError(
-                f"unknown {v!r}; known: {sorted(ADVANTAGE_ESTIMATORS)} or 'module:function'"
-            )
+    def _registered(cls, v: str, info: Any) -> str:
+        """A plug point's registered name, or a user's own 'module:function'."""
+        known = (
+            ADVANTAGE_ESTIMATORS if info.field_name == "adv_estimator" else OFF_POLICY_CORRECTIONS
+        )
+        if v not in known and ":" not in v:
+            raise ValueError(f"unknown {v!r}; known: {sorted(known)} or 'module:function'")
         return v
 
     @field_validator("kl_estimator")
