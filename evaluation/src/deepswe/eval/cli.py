@@ -1,6 +1,6 @@
 """The deepswe-eval command line: `run` and `grade` here; `report` and `view` in cli_runs.py;
-`validate`, `audit` and `health` in cli_checks.py; `envs` and `images` in cli_envs.py; what they
-share in cli_common.py.
+`validate`, `audit` and `health` in cli_checks.py; `envs` and `images` in cli_envs.py; `serve`
+(the OpenEnv server) in cli_serve.py; what they share in cli_common.py.
 
 Every verb that runs episodes reads one `EvalConfig`: a profile's `eval:` section (`--config`),
 edited by `eval.a.b=value` overrides (the one way to set a value: `eval.runs=16`,
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import typer
 
-from deepswe.eval import cli_checks, cli_envs, cli_runs
+from deepswe.eval import cli_checks, cli_envs, cli_runs, cli_serve
 from deepswe.eval.cli_common import (
     CONFIG,
     DATASET,
@@ -181,6 +181,7 @@ for _verb in (
     cli_checks.health,
     cli_envs.envs,
     cli_envs.images,
+    cli_serve.serve,
 ):
     app.command()(_verb)
 

@@ -1,0 +1,134 @@
+"""What the OpenEnv tests share: a toy task set with a health manifest, and a server process
+(`deepswe-eval serve`) whose sandboxes can be counted by its pid."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+import yaml
+
+from deepswe.data.task import Task
+from deepswe.env.sandbox.docker import client
+from deepswe.env.sandbox.owner import PID
+from deepswe.eval.audit_manifest import AuditManifest, AuditSummary, TaskAudit
+
+CLI = str(Path(sys.executable).with_name("deepswe-eval"))
+SANDBOX = {"memory": "1g", "pids": 256}
+
+
+def health_manifest(tasks: list[Task], unhealthy: dict[str, str], path: Path) -> Path:
+    """A health.json calling the tasks of `unhealthy` unhealthy (id -> reason), the rest healthy."""
+    rows = {
+        t.instance_id: TaskAudit(
+            gold="unresolved" if t.instance_id in unhealthy else "resolved",
+            empty="unresolved",
+            attacks={},
+            healthy=t.instance_id not in unhealthy,
+            reasons=[unhealthy[t.instance_id]] if t.instance_id in unhealthy else [],
+        )
+        for t in tasks
+    }
+    summary = AuditSummary(
+        tasks=len(rows),
+        healthy=len(rows) - len(unhealthy),
+        unhealthy=sorted(unhealthy),
+        holes={},
+        undecided={},
+        outcomes={},
+    )
+    manifest = AuditManifest(
+        kind="health",
+        dataset="tasks.jsonl",
+        harness_version="test",
+        attacks={},
+        tasks=rows,
+        summary=summary,
+    )
+    path.write_text(manifest.model_dump_json(indent=1))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    def containers(self) -> list:
+        """The sandboxes this server process made that still exist."""
+        found = client().containers.list(all=True, filters={"label": f"{PID}={self.proc.pid}"})
+        return found
+
+    def wait_for_no_containers(self, timeout: float = 60.0) -> list:
+        deadline = time.monotonic() + timeout
+        while (left := self.containers()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return left
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_server(folder: Path, tasks_file: Path, **openenv) -> Server:
+    """`deepswe-eval serve` on a free port with an `openenv:` section of `openenv` (on top of
+    the tasks, a free port and small sandboxes); waits until /health answers."""
+    port = free_port()
+    section = {"tasks": str(tasks_file), "port": port, "sandbox": SANDBOX, **openenv}
+    profile = folder / f"openenv-{port}.yaml"
+    profile.write_text(yaml.safe_dump({"openenv": section}))
+    log = folder / f"server-{port}.log"
+    proc = subprocess.Popen(
+        [CLI, "serve", "--config", str(profile)], stdout=log.open("w"), stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                return Server(url, proc, log)
+        except requests.RequestException:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"the server did not answer in 120 s: {log.read_text()[-2000:]}")
+
+
+def run_client(url: str, task: Task, mode: str) -> subprocess.Popen:
+    """openenv_client.py in its own process (so it can be killed), the gold patch on stdin."""
+    script = str(Path(__file__).with_name("openenv_client.py"))
+    proc = subprocess.Popen(
+        [sys.executable, script, url, task.instance_id, mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdin.write(task.gold_patch or "")
+    proc.stdin.close()
+    return proc
+
+
+def final_line(proc: subprocess.Popen, timeout: float = 300) -> dict:
+    out = proc.stdout.read()
+    proc.wait(timeout=timeout)
+    assert proc.returncode == 0, proc.stderr.read()
+    return json.loads(out.strip().splitlines()[-1])
