@@ -209,6 +209,11 @@ def test_plain_http_routes_pass_openenvs_runtime_validation(server):
     schema = requests.get(f"{server.url}/schema", timeout=10).json()
     assert {"message", "tool", "parameters"} <= set(schema["action"]["properties"])
     assert requests.get(f"{server.url}/metadata", timeout=10).json()["name"] == "deepswe-swe"
+    # openenv 0.3.0's HTTP /step makes a fresh environment per request: no episode, said so
+    step = requests.post(f"{server.url}/step", json={"action": {"tool": "finish"}}, timeout=10)
+    assert step.status_code == 409 and "call reset first" in step.json()["detail"]
+    reset = requests.post(f"{server.url}/reset", json={"task_id": SICK}, timeout=10)
+    assert reset.status_code == 404 and "unhealthy" in reset.json()["detail"]
 
 
 def test_a_session_idle_past_its_ttl_is_closed_and_says_so(toy):

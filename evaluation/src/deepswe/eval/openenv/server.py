@@ -12,21 +12,25 @@ from __future__ import annotations
 
 import functools
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.types import ConcurrencyConfig
 
 from deepswe.eval.openenv.config import OpenEnvConfig
-from deepswe.eval.openenv.door import TaskDoor
-from deepswe.eval.openenv.environment import SWEEnvironment
+from deepswe.eval.openenv.door import TaskDoor, TaskRefused
+from deepswe.eval.openenv.environment import NoEpisode, SessionClosed, SWEEnvironment
 from deepswe.eval.openenv.models import SWEAction, SWEObservation
 
 ENV_NAME = "deepswe-swe"
+# Over plain HTTP these reach FastAPI (over /ws openenv answers each with an error message):
+# a status that says what went wrong instead of a 500 and a traceback in the server's log.
+HTTP_STATUS: dict[type[Exception], int] = {TaskRefused: 404, NoEpisode: 409, SessionClosed: 410}
 
 
 def create_swe_app(config: OpenEnvConfig, door: TaskDoor) -> FastAPI:
     """The FastAPI app serving `door`'s tasks under `config` (run it with uvicorn)."""
-    return create_app(
+    app = create_app(
         functools.partial(SWEEnvironment, door, config),
         SWEAction,
         SWEObservation,
@@ -35,6 +39,16 @@ def create_swe_app(config: OpenEnvConfig, door: TaskDoor) -> FastAPI:
             max_concurrent_envs=config.max_sessions, session_timeout=config.session_ttl_s
         ),
     )
+    for exc_type, status in HTTP_STATUS.items():
+        app.add_exception_handler(exc_type, _answer(status))
+    return app
+
+
+def _answer(status: int):
+    async def handler(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(status_code=status, content={"detail": str(exc)})
+
+    return handler
 
 
 def serve(config: OpenEnvConfig, door: TaskDoor) -> None:
