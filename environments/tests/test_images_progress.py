@@ -15,6 +15,7 @@ def test_a_silent_part_is_named_until_it_ends_and_a_callers_line_resets_the_cloc
     with Heartbeat(lines.append, "deepswe/env:abc (env)", every=0.2) as beat:
         beat.doing("Step 3/5 : RUN pip install ...")
         beat.output("Building wheel for numpy (setup.py): started")
+        beat.output("\x1b[0m")  # a colour reset alone is no output
         time.sleep(0.75)
         n = len(lines)
         beat.logged()  # the caller said something: the next beat waits a whole period

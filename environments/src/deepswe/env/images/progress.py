@@ -9,11 +9,13 @@ the last line it or its caller logged.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
 
 EVERY_S = 30.0
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class Heartbeat:
@@ -43,7 +45,7 @@ class Heartbeat:
             self.what, self.last_output = what, ""
 
     def output(self, line: str) -> None:
-        line = line.strip()
+        line = _ANSI.sub("", line).strip()  # the engine's colour codes alone are not output
         if line:
             with self._lock:
                 self.last_output = line
