@@ -51,6 +51,34 @@ def test_strings_and_comments_are_never_mutated() -> None:
     assert sites("not a diff") == []
 
 
+def test_a_docstrings_inner_lines_are_text_not_code() -> None:
+    """pylint-6386's survivor was `docs.python.org/3/` -> `/4/` on a docstring's inner line (a
+    line alone tokenizes as code): a line inside a triple-quoted string the hunk opens is not a
+    site; the code after the string closes is."""
+    q = '"' * 3
+    s = "'" * 3
+    gold = (
+        "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,8 @@\n def f(a):\n"
+        f"+    {q}See docs.python.org/3/ for\n"
+        "+    x < 2 and 'single' quotes.\n"
+        f"+    {s} inside is text too\n"
+        f"+    {q}\n"
+        f"+    if a < 2:  # {s}\n"
+        "+        return 1\n"
+        "     return 0\n"
+    )
+    texts = [site.text for site in sites(gold)]
+    # the line that opens the string is a site (its code part); the closing one starts inside
+    assert texts == [
+        f"    {q}See docs.python.org/3/ for",
+        f"    if a < 2:  # {s}",
+        "        return 1",
+    ]
+    made = make_mutants(gold, 50, 1, [op for op in OPERATORS if op != "partial-fix"])
+    assert made and all("+    x < 2 and 'single' quotes.\n" in m.patch for m in made)
+    assert all("docs.python.org/3/" in m.patch for m in made)
+
+
 def test_a_partial_fix_leaves_one_hunk_out() -> None:
     gold = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n@@ -9 +9 @@\n-b = 1\n+b = 2\n"
     partial = [m for m in make_mutants(gold, 20, 1) if m.operator == "partial-fix"]

@@ -70,18 +70,44 @@ def sites(gold: str) -> list[Site]:
         for hi, hunk in enumerate(f):
             removed: list[str] = []
             added_since = 0
+            inside: str | None = None  # the new file's open triple quote, as the hunk shows it
             for li, line in enumerate(hunk):
                 if line.is_removed:
                     if added_since:
                         removed, added_since = [], 0
                     removed.append(line.value.rstrip("\n"))
-                elif line.is_added:
+                    continue
+                text = line.value.rstrip("\n")
+                in_string, inside = inside is not None, _triple_quotes(text, inside)
+                if line.is_added:
                     old = removed[added_since] if added_since < len(removed) else None
                     added_since += 1
-                    out.append(Site(fi, hi, li, f.path, line.value.rstrip("\n"), old))
+                    if not in_string:  # a docstring's inner line is text, not code
+                        out.append(Site(fi, hi, li, f.path, text, old))
                 else:
                     removed, added_since = [], 0
     return out
+
+
+def _triple_quotes(text: str, inside: str | None) -> str | None:
+    """The triple quote still open after `text`, given the one open before it (None: none).
+    Only what the hunk shows: a string opened above its first line is not seen."""
+    i = 0
+    while i < len(text):
+        if inside is not None:
+            end = text.find(inside, i)
+            if end < 0:
+                return inside
+            i, inside = end + 3, None
+            continue
+        starts = [(text.find(q, i), q) for q in ('"""', "'''")]
+        starts = [(at, q) for at, q in starts if at >= 0]
+        hash_at = text.find("#", i)
+        if not starts or (0 <= hash_at < min(starts)[0]):
+            return None
+        at, inside = min(starts)
+        i = at + 3
+    return inside
 
 
 def with_line(gold: str, site: Site, text: str) -> str:
