@@ -28,7 +28,7 @@ def machine_problems(cfg: TrainConfig) -> list[str]:
     first, so a GPU profile on a CPU box says so even while its engine is not built."""
     import torch
 
-    from deepswe.train.trainer import check_runnable
+    from deepswe.train.runnable import check_runnable
 
     problems = []
     have = torch.cuda.device_count()

@@ -21,8 +21,6 @@ masks the rows the gap has moved too far (deepswe.train.algos.off_policy).
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import shutil
 import sys
@@ -33,8 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
-from pydantic import BaseModel
 
 from deepswe.env.trajectory import Trajectory
 from deepswe.train.algos import (
@@ -45,10 +41,9 @@ from deepswe.train.algos import (
     loss_denominator,
     off_policy_correction,
 )
-from deepswe.train.backends import UpdateBatch, backend_class
+from deepswe.train.backends import UpdateBatch
 from deepswe.train.checkpoint import DataCursor, latest_checkpoint, load_checkpoint, save_checkpoint
-from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config, resolved
-from deepswe.train.engines import engine_class
+from deepswe.train.config import ConfigError, TrainConfig, dump_config, load_config
 from deepswe.train.metrics import (
     episode_seconds,
     integrity_metrics,
@@ -57,63 +52,13 @@ from deepswe.train.metrics import (
     timing_metrics,
 )
 from deepswe.train.metrics_log import MetricsLog
+from deepswe.train.pending import PENDING, Collected
 from deepswe.train.plugins import build
+from deepswe.train.resume import check_resume_config
 from deepswe.train.rollout import ChatRenderer, RolloutBatch, collate, trajectory_sequence
+from deepswe.train.runnable import check_runnable
 from deepswe.train.sampling import RolloutJob, run_rollout
-from deepswe.train.sources import source_class
 from deepswe.train.step_record import StepRecord
-
-
-def check_runnable(cfg: TrainConfig) -> tuple[type, type, type]:
-    """Engine, backend and source classes, or a clear error when the machine or the code
-    cannot run `cfg` (an implementation not built yet, GPUs missing)."""
-    if cfg.rollout.max_staleness and (cfg.cluster.cpu_colocate or cfg.cluster.gpus):
-        why = "cluster.cpu_colocate" if cfg.cluster.cpu_colocate else "a GPU plan (cluster.gpus)"
-        raise ValueError(
-            f"rollout.max_staleness {cfg.rollout.max_staleness}: {why} colocates the engines "
-            "with the trainer (they sleep while it updates), so nothing can sample during an "
-            "update; set rollout.max_staleness 0"
-        )
-    engine, backend, source = (
-        engine_class(cfg.engine.name),
-        backend_class(cfg.backend.name),
-        source_class(cfg.data.source),
-    )
-    if cfg.cluster.scheduler == "local" and cfg.cluster.cpu_data_parallel > 1:
-        raise ValueError(
-            f"cluster.cpu_data_parallel {cfg.cluster.cpu_data_parallel}: data-parallel trainer "
-            "ranks are Ray actors; set cluster.scheduler ray"
-        )
-    if cfg.cluster.scheduler == "local" and cfg.cluster.cpu_colocate:
-        raise ValueError(
-            "cluster.cpu_colocate: the engines live in trainer-rank actors; set cluster.scheduler ray"
-        )
-    if cfg.cluster.scheduler == "ray":
-        from deepswe.train.cluster import placement_plan
-
-        plan = placement_plan(cfg)  # a ValueError naming the field when it cannot be placed
-        if plan.trainer_world > 1 and cfg.backend.name == "hf":
-            raise ValueError(
-                f"trainer world {plan.trainer_world}: the hf backend trains in one process; "
-                "ranks that split the work need backend.name megatron"
-            )
-        from deepswe.train.cluster.ray_runtime import check_gpu_ranks
-
-        check_gpu_ranks(cfg, plan)
-        if importlib.util.find_spec("ray") is None:
-            raise RuntimeError(
-                "cluster.scheduler 'ray': Ray is not installed (pip install 'deepswe-train[cluster]')"
-            )
-    if cfg.cluster.address is not None:  # a Ray cluster's GPUs: counted when its placement
-        return engine, backend, source  # group is reserved (RayScheduler.start), not here
-    have = torch.cuda.device_count()
-    if cfg.cluster.gpus > have:
-        raise RuntimeError(
-            f"cluster.gpus: this profile needs {cfg.cluster.gpus} GPUs; found {have}"
-        )
-    if cfg.model.device.startswith("cuda") and have == 0:
-        raise RuntimeError(f"model.device {cfg.model.device!r}: no CUDA device here")
-    return engine, backend, source
 
 
 @dataclass
@@ -136,7 +81,7 @@ class Trainer:
     def setup(cls, cfg: TrainConfig, run_dir: Path, resume: bool = False) -> Trainer:
         engine_cls, backend_cls, source_cls = check_runnable(cfg)
         run_dir.mkdir(parents=True, exist_ok=True)
-        _check_resume_config(cfg, run_dir, resume)
+        check_resume_config(cfg, run_dir, resume)
         dump_config(cfg, run_dir / "config.yaml")
         source = build(source_cls, cfg)
         scheduler = None
@@ -409,102 +354,6 @@ def recompute_old_logprobs(
     if cfg.rollout.old_logprobs == "recompute":
         batch.old_logprobs = torch.where(mask, trainer_lp, 0.0)
     return (float(diff.mean()) if diff.numel() else 0.0), trainer_lp
-
-
-PENDING = "pending.jsonl"  # in a checkpoint of a max_staleness 1 run: the next step's batch
-
-
-@dataclass
-class Collected:
-    """A step's sampled batch: `step` (0-based) it is for, its trajectories in job order (each
-    with its policy_version), their group ids, and the wall seconds the sampling took."""
-
-    step: int
-    trajectories: list[Trajectory]
-    groups: list[int]
-    seconds: float
-    engine_busy: float | None = None  # the engine's own seconds while sampling it, if counted
-
-    def dumps(self) -> str:
-        head = {
-            "step": self.step,
-            "groups": self.groups,
-            "seconds": self.seconds,
-            "engine_busy": self.engine_busy,
-        }
-        return "".join(
-            [json.dumps(head) + "\n", *(t.model_dump_json() + "\n" for t in self.trajectories)]
-        )
-
-    @classmethod
-    def load(cls, path: Path) -> Collected | None:
-        """The batch a checkpoint holds, or None when it holds none."""
-        if not path.is_file():
-            return None
-        head, *lines = path.read_text().splitlines()
-        meta = json.loads(head)
-        trajs = [Trajectory.model_validate_json(x) for x in lines]
-        busy = meta.get("engine_busy")
-        return cls(int(meta["step"]), trajs, list(meta["groups"]), float(meta["seconds"]), busy)
-
-
-# Sections that do not shape GRPO++: the SFT warm start made model.path before the run, and the
-# evaluation protocol is deepswe-eval's (a run folder written before they existed has neither).
-_IGNORED_ON_RESUME = ("sft", "eval")
-# Where rollouts run, not what they compute (the two schedulers sample the same: tested), so a
-# run started on threads may resume on Ray and back.
-_RESUMABLE_CHANGES = {
-    "run": ("steps",),
-    # Not cluster.cpu_data_parallel: a checkpoint holds one RNG state per rank.
-    "cluster": (
-        "scheduler",
-        "address",
-        "rollout_workers",
-        "cpus_per_rollout_worker",
-        "cpus_per_trainer_rank",
-    ),
-}
-
-
-def _default_of(cfg: TrainConfig, section: str, key: str) -> Any:
-    """The default of `section.key` as the saved config would hold it (plain data)."""
-    model = getattr(cfg, section, None)
-    field = type(model).model_fields.get(key) if isinstance(model, BaseModel) else None
-    if field is None or field.is_required():
-        return _NO_DEFAULT
-    value = field.get_default(call_default_factory=True)
-    value = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-    return yaml.safe_load(yaml.safe_dump(value))
-
-
-_NO_DEFAULT = object()
-
-
-def _check_resume_config(cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
-    """A resumed run must use the config it started with (run.steps may grow; the scheduler
-    may change)."""
-    saved = run_dir / "config.yaml"
-    if not resume or not saved.exists():
-        return
-    old = yaml.safe_load(saved.read_text())
-    new = yaml.safe_load(yaml.safe_dump(resolved(cfg)))
-    for section in _IGNORED_ON_RESUME:
-        old.pop(section, None)
-        new.pop(section, None)
-    for section, keys in _RESUMABLE_CHANGES.items():
-        for key in keys:
-            old.get(section, {}).pop(key, None)
-            new[section].pop(key, None)
-    diff = sorted(
-        f"{s}.{k}"
-        for s in new
-        for k in set(new[s]) | set(old.get(s, {}))
-        if new[s].get(k) != old.get(s, {}).get(k)
-        # a field added since the run started, at its default: the behaviour it started with
-        and not (k not in old.get(s, {}) and new[s].get(k) == _default_of(cfg, s, k))
-    )
-    if diff:
-        raise ConfigError(f"--resume: the config differs from {saved} in: {', '.join(diff)}")
 
 
 def train_from_files(
