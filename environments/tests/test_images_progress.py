@@ -31,13 +31,13 @@ def test_a_silent_part_is_named_until_it_ends_and_a_callers_line_resets_the_cloc
 @pytest.mark.docker
 def test_a_docker_build_step_that_prints_nothing_still_shows_progress(monkeypatch, tmp_path):
     from deepswe.env.images.base import ensure_base_image
-    from deepswe.env.images.task import _build
+    from deepswe.env.images.engine import docker_build
     from deepswe.env.sandbox.docker import client
 
     monkeypatch.setattr(progress, "EVERY_S", 0.5)
     base = ensure_base_image("bookworm")
     lines: list[str] = []
-    failed = _build(
+    failed = docker_build(
         tmp_path,
         f"FROM {base}\nRUN echo compiling {time.time_ns()} && sleep 2.5\n",  # never cached
         "deepswe-test/heartbeat:1",

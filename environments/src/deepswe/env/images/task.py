@@ -33,11 +33,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import docker.errors
-
 from deepswe.data.task import EnvironmentSpec, Task
 from deepswe.env.images.base import IMAGE_ENV, VENV, ImageBuildError, ensure_base_image
 from deepswe.env.images.build_record import record_build
+from deepswe.env.images.engine import docker_build, image_exists
 from deepswe.env.images.files import IMAGE_FOLDER as FILES_FOLDER
 from deepswe.env.images.files import fetch_file
 from deepswe.env.images.history import (
@@ -57,7 +56,6 @@ from deepswe.env.images.progress import Heartbeat
 from deepswe.env.images.recipe import base_image_tag, python_version
 from deepswe.env.images.submodules import check_out as check_out_submodules
 from deepswe.env.images.wheels import manylinux_platforms, pip_install_command
-from deepswe.env.sandbox.docker import client
 
 # 2: PYTHONDONTWRITEBYTECODE. 3: offline wheelhouses kept, pip steps, apt, host pythons, old
 # tags. 4: the venv's packages visible to its base interpreter.
@@ -162,59 +160,6 @@ def _date_back(tree: Path, seconds: int) -> None:
             os.utime(Path(root) / name, (then, then), follow_symlinks=False)
 
 
-def image_exists(tag: str) -> bool:
-    """Whether the Docker engine has an image tagged `tag` (builds nothing, pulls nothing)."""
-    try:
-        client().images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-
-
-def _build(
-    context: Path, dockerfile: str, tag: str, labels: dict[str, str], log: Log
-) -> str | None:
-    """docker build; None on success, else the build's whole output (for build_offline). Each
-    step is logged as it starts, and a heartbeat line every 30 s while a step runs silently
-    (images/progress.py), naming the image, its kind (labels) and the step."""
-    (context / "Dockerfile").write_text(dockerfile)
-    instance = labels.get("deepswe.instance")
-    label = f"{tag} ({labels.get('deepswe.kind', 'image')}" + (
-        f" of {instance})" if instance else ")"
-    )
-    output: list[str] = []
-    error = None
-    with Heartbeat(log, label) as beat:
-        beat.doing("sending the build context to the engine")
-        # The low-level API streams the build as it runs (the high-level images.build reads
-        # it whole first: a 6-minute build printed nothing, then every step at once).
-        # pull=False: FROM names a local image; no registry is ever asked.
-        stream = client().api.build(
-            path=str(context),
-            tag=tag,
-            labels=labels,
-            pull=False,
-            rm=True,
-            forcerm=True,
-            decode=True,
-        )
-        for chunk in stream:
-            text = chunk.get("stream", "") if isinstance(chunk, dict) else ""
-            output.append(text)
-            if isinstance(chunk, dict) and chunk.get("error"):
-                error = str(chunk["error"])
-            if text.strip().startswith("Step"):
-                log(f"  {text.strip()}")
-                beat.doing(text.strip()[:160])
-                beat.logged()
-            else:
-                for line in text.splitlines():
-                    beat.output(line)
-    if error is not None:
-        return f"{''.join(output)}\n{error}"
-    return None
-
-
 def _wheelhouse(spec: EnvironmentSpec, folder: Path, key: str) -> Wheelhouse:
     suite = spec.base if spec.python else None  # a host interpreter runs on the suite's glibc
     python = target_python(spec)
@@ -286,7 +231,7 @@ def ensure_env_image(spec: EnvironmentSpec, log: Log = print) -> str:
         ]
         labels = {"deepswe.kind": "env", "deepswe.pip": json.dumps(sorted(spec.pip))}
         dockerfile = "\n".join(lines) + "\n"
-        build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
+        build_offline(lambda: docker_build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
         for line in wheels.unpinned:  # the steps and learned requirements the pins did not fit
             log(f"  {line}")
     return tag
@@ -333,7 +278,7 @@ def _history_image(env: str, spec: EnvironmentSpec, repo: Path, folder: Path, lo
     if not image_exists(tag):
         log(f"building {tag} (history up to {cut[:12]})")
         dockerfile = f"FROM {env}\nCOPY objects/pack /testbed/.git/objects/pack/\n"
-        failed = _build(folder, dockerfile, tag, {"deepswe.kind": "history"}, log)
+        failed = docker_build(folder, dockerfile, tag, {"deepswe.kind": "history"}, log)
         if failed:
             raise ImageBuildError(f"{tag}: {failed[-2000:]}")
     return tag
@@ -404,7 +349,7 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         if cut:
             labels["deepswe.history_cut"] = cut
         dockerfile = "\n".join(lines) + "\n"
-        build_offline(lambda: _build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
+        build_offline(lambda: docker_build(ctx, dockerfile, tag, labels, log), wheels, tag, log)
         for line in wheels.unpinned:  # the steps and learned requirements the pins did not fit
             log(f"  {line}")
     record_build(tag, time.monotonic() - started)
