@@ -25,22 +25,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _gold_seconds(out: Path, iid: str) -> float | None:
-    runs = sorted((out / "gold" / "episodes" / iid).glob("run-*.json"))
-    seconds = []
-    for path in runs:
-        traj = json.loads(path.read_text()).get("trajectory") or {}
-        if traj.get("grade_seconds"):
-            seconds.append(float(traj["grade_seconds"]))
-    return statistics.median(seconds) if seconds else None
+def _gold_seconds(out: Path) -> dict[str, float]:
+    """Per task, the median grade seconds of gold's runs in the health folder (its run store)."""
+    from deepswe.eval.store import RunStore
+
+    seconds: dict[str, list[float]] = {}
+    for r in RunStore(out / "gold").records():
+        if r.trajectory is not None and r.trajectory.grade_seconds:
+            seconds.setdefault(r.instance_id, []).append(r.trajectory.grade_seconds)
+    return {iid: statistics.median(s) for iid, s in seconds.items()}
 
 
 def summarize(out: Path) -> dict:
     """Strength seconds and their ratio to gold's grade, over every task measured in `out`."""
-    rows = []
+    rows, golds = [], _gold_seconds(out)
     for path in sorted((out / "strength").glob("*.json")):
         strength = json.loads(path.read_text())["strength"]
-        gold = _gold_seconds(out, path.stem)
+        gold = golds.get(path.stem)
         rows.append((path.stem, float(strength.get("seconds") or 0.0), gold, strength))
     if not rows:
         raise SystemExit(f"{out}: no strength/*.json (run deepswe-eval health --mutants K there)")
