@@ -15,7 +15,8 @@ INSTALLED := $(VENV)/.installed
 CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,-c infra/constraints-cpu.txt)
 
 .PHONY: help setup engine browser base-images test test-fast lint format clean \
-        data data-synth images train eval eval-tts tts-endpoints vllm reproduce publish bench
+        data data-synth images train eval eval-tts tts-endpoints vllm reproduce publish bench \
+        trl-openenv
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -127,6 +128,12 @@ train: setup $(if $(filter tiny,$(PROFILE)),images $(TINY_SFT))  ## GRPO++ train
 	  $(if $(filter tiny,$(PROFILE)),model.path=$(TINY_SFT)) $(if $(REPO_MIRROR),data.repo_mirror=$(REPO_MIRROR)) \
 	  $(if $(RESUME),--resume) $(OVERRIDES)
 	@echo "make train: run in runs/train-$(PROFILE) (metrics.jsonl, checkpoints/, final/)"
+
+# TRL's GRPOTrainer on swe-toy through our OpenEnv server (deepswe-eval serve, started by the
+# example): the tiny SFT start when it exists, else the tiny model (evaluation/README.md).
+trl-openenv: setup data $(TINY_MODEL)  ## TRL's GRPOTrainer, a few GRPO steps on swe-toy through deepswe-eval serve (tiny only)
+	$(call tiny_only,the example runs the tiny model on CPU)
+	$(BIN)/python examples/trl_openenv/train_grpo.py --out runs/trl-openenv --tasks runs/data/swe-toy/train.jsonl
 
 # The evaluation protocol is the profile's eval: section; EVAL_OVERRIDES='eval.a.b=v ...' edits it.
 eval: setup  ## evaluate for PROFILE (tiny: gold/empty baselines, then the trained model on swe-mini:test)
