@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from deepswe.env.images.base import ImageBuildError
+from deepswe.env.images.build_stage import BuildStage
 from deepswe.env.images.recipe import cache_root
 from deepswe.env.images.wheels import WheelDownloadError, download_wheels, versions_for_target
 
@@ -90,9 +91,11 @@ class Wheelhouse:
         before: str | None = None,
         native: bool = False,
         constraints: Sequence[str] = (),
+        stage: BuildStage | None = None,
     ):
         self.folder, self.python, self.platforms, self.sources = folder, python, platforms, sources
         self.before, self.native, self.constraints = before, native, list(constraints)
+        self.stage = stage  # where Debian's interpreter builds an sdist (build_stage.py)
         self.unpinned: list[str] = []  # steps resolved without the constraints, and why
         self.learned_file = cache_root() / "learned" / f"{key}.json"
         folder.mkdir(parents=True, exist_ok=True)
@@ -168,12 +171,14 @@ class Wheelhouse:
         fetch = (self.folder, self.python, self.platforms, self.sources, self.before, self.native)
         if self.constraints:
             try:
-                download_wheels(requirements, *fetch, constraints=self.constraints)
+                download_wheels(
+                    requirements, *fetch, constraints=self.constraints, stage=self.stage
+                )
                 return
             except WheelDownloadError as exc:
                 why = str(exc).strip().splitlines()[-1][:200]
                 self.unpinned.append(f"{requirements} resolved without the pins: {why}")
-        download_wheels(requirements, *fetch)
+        download_wheels(requirements, *fetch, stage=self.stage)
 
 
 def self_install_extras(commands: Sequence[str]) -> list[str] | None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from deepswe.data.task import EnvironmentSpec, Task
 from deepswe.env.images.base import IMAGE_ENV, VENV, ImageBuildError, ensure_base_image
 from deepswe.env.images.build_record import record_build
+from deepswe.env.images.build_stage import BuildStage
 from deepswe.env.images.engine import docker_build, image_exists
 from deepswe.env.images.files import IMAGE_FOLDER as FILES_FOLDER
 from deepswe.env.images.files import fetch_file
@@ -166,8 +167,18 @@ def _wheelhouse(spec: EnvironmentSpec, folder: Path, key: str) -> Wheelhouse:
     platforms = manylinux_platforms(python, suite=suite)
     sources = COMPILER in spec.apt
     native = spec.python is not None  # the image runs the host's CPython: it builds sdists
+    # Debian's own interpreter builds them in a stage with the image's packages (build_stage.py)
+    stage = BuildStage(spec.base, tuple(spec.apt)) if sources and not native else None
     return Wheelhouse(
-        folder, key, python, platforms, sources, spec.index_date, native, constraints=spec.pins
+        folder,
+        key,
+        python,
+        platforms,
+        sources,
+        spec.index_date,
+        native,
+        constraints=spec.pins,
+        stage=stage,
     )
 
 

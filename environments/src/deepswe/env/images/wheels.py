@@ -14,8 +14,9 @@ then the sdist itself goes in, and pip builds it inside the image for the image'
 Resolution runs under an interpreter of the target's version when the host has one
 (`pip_runner.py`); otherwise under the host's, and what markers dropped is added afterwards
 (`markers.unmet_for_target`; pip's own marker evaluation is set to the target's Python too,
-`pip_runner.py`). When the image runs the host's own CPython, an sdist is built by that
-interpreter with the build tools of its time instead (`sdist_native.py`).
+`pip_runner.py`). An sdist is built by the image's own interpreter with the build tools of its
+time instead (`sdist_native.py`): the host's own CPython when the image runs one, else Debian's
+in a build stage (`build_stage.py`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from deepswe.env.images.build_stage import BuildStage, HostInterpreter
 from deepswe.env.images.markers import unmet_for_target
 from deepswe.env.images.pip_runner import resolver_python
 from deepswe.env.images.recipe import SUITES, cache_root, debian_arch
@@ -47,7 +49,11 @@ from deepswe.env.images.sdist_fallback import (
     requires_python_version,
     tail,
 )
-from deepswe.env.images.sdist_native import NativeBuildUnavailable, build_native_wheel
+from deepswe.env.images.sdist_native import (
+    Interpreter,
+    NativeBuildUnavailable,
+    build_native_wheel,
+)
 
 MAX_SDIST_FALLBACKS = 20
 # The name, and the version range pip wanted (a transitive pin such as astroid's
@@ -90,6 +96,7 @@ def download_wheels(
     before: str | None = None,
     native: bool = False,
     constraints: Sequence[str] = (),
+    stage: BuildStage | None = None,
 ) -> list[Path]:
     """Put wheels for `requirements` and all their dependencies into `dest`; return them.
 
@@ -100,23 +107,26 @@ def download_wheels(
     pip's --uploaded-prior-to). native: the image runs the host's CPython of python_version
     (hostpython.py), so an sdist is built by that interpreter, with the build tools of its time
     (sdist_native.py). constraints: `name==version` lines pip resolves under (-c), the
-    sdist built for a constrained name being the constrained release. Results are cached
+    sdist built for a constrained name being the constrained release. stage: the image runs
+    Debian's own interpreter, so an sdist is built by it in a build stage with the build tools
+    of its time (build_stage.py); the image must have a compiler (`sources`). Results are cached
     under $DEEPSWE_CACHE/wheels/<hash of the inputs>; a cache hit runs no pip.
     """
     platforms = list(platforms or manylinux_platforms(python_version))
-    if native:  # what the image's interpreter builds here is tagged linux_<arch> (PyPI has none)
+    if native or stage:  # what the image's interpreter builds is tagged linux_<arch>
         platforms.append(f"linux_{platform.machine()}")
     target = requires_python_version(python_version)  # in the key: older entries checked X.Y.0
     parts = [sorted(requirements), target, platforms, sources, before]
     parts += [native] if native or constraints else []  # older keys stay
     parts += [sorted(constraints)] if constraints else []
+    parts += [["stage", stage.key]] if stage else []
     key = json.dumps(parts).encode()
     cached = cache_root() / "wheels" / hashlib.sha256(key).hexdigest()[:16]
     cached.parent.mkdir(parents=True, exist_ok=True)
     with (cached.parent / f"{cached.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two processes filling one cache entry would race
         if not (cached / ".complete").exists():
-            interpreter = _native_interpreter(python_version) if native else None
+            interpreter = _native_interpreter(python_version) if native else stage
             env = _pip_env(before)
             _fill(
                 cached,
@@ -136,12 +146,12 @@ def download_wheels(
     return out
 
 
-def _native_interpreter(python_version: str) -> str | None:
+def _native_interpreter(python_version: str) -> HostInterpreter | None:
     """The host CPython the image runs, or None when there is none here."""
     from deepswe.env.images.hostpython import NoHostPython, host_python
 
     try:
-        return str(host_python(python_version) / "bin" / "python3")
+        return HostInterpreter(str(host_python(python_version) / "bin" / "python3"))
     except NoHostPython:
         return None
 
@@ -167,7 +177,7 @@ def _fill(
     platforms: list[str],
     sources: bool,
     env: dict[str, str] | None,
-    native: str | None = None,
+    native: Interpreter | None = None,
     constraints: list[str] | None = None,
 ):
     staging = cached.with_name(cached.name + ".partial")
@@ -247,7 +257,7 @@ def _built_natively(
     requirements: list[str],
     wanted: str,
     dest: Path,
-    python: str,
+    python: Interpreter,
     python_version: str,
     platforms: list[str],
     env: dict[str, str] | None,
