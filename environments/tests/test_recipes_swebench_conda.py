@@ -309,3 +309,25 @@ def test_envs_names_a_row_whose_submodule_no_clone_holds(tmp_path, monkeypatch):
     want = f"a clone at {mirror}/astropy__astropy-helpers"
     assert want in row.excluded[task.instance_id]
     assert summary([row])["instances_eligible"] == 0
+
+
+def test_envs_counts_out_a_row_whose_build_would_stop_before_building(tmp_path, monkeypatch):
+    """Eligible = builds (issue #45): envs asks what the build itself asks before building. A
+    row whose commit lacks the requirements file swebench reads stopped its build while envs
+    called it eligible; now it is out, with the build's own reason."""
+    monkeypatch.delenv("DEEPSWE_HOST_PYTHONS", raising=False)
+    mirror = tmp_path / "mirror"
+    repo = mirror / "django__django"
+    good = _repo(repo, {"tests/requirements/py3.txt": "pytz\n"})
+    git(repo, "rm", "-q", "tests/requirements/py3.txt")
+    git(repo, "commit", "-qm", "no requirements file")
+    bad = git(repo, "rev-parse", "HEAD").strip()
+    tasks = [
+        swebench_row_to_task(_row("django/django", "5.0", good, n=1)),
+        swebench_row_to_task(_row("django/django", "5.0", bad, n=2)),
+    ]
+    (row,) = spec_rows(tasks, mirror)
+    assert row.verdict == "eligible"
+    assert list(row.excluded) == ["django__django-502"]
+    assert "tests/requirements/py3.txt" in row.excluded["django__django-502"]
+    assert summary([row])["instances_eligible"] == 1

@@ -6,9 +6,12 @@ hand it serves, and the verdict: `eligible` (nothing known against building it h
 `unsupported: <reason>`, and the instances of an eligible spec that stay out (a graded test
 needs a conda package nothing stands in for: swebench_conda.LEFT_OUT). Nothing is downloaded or
 built: "compiler" reads the repository's own C sources only (a requirement without a wheel for
-the Python asks for one at build time too), and an eligible spec can still fail at build time:
-eligible is not built (bench/verified.py is the proof for the rows it runs). What needs the
-repository's files (environment.yml, matplotlib's FreeType) is checked only with a mirror.
+the Python asks for one at build time too). With a mirror, each instance goes through what its
+build checks before building (`build_refusal`: the build's own translation, without its
+network probe), so an instance counted eligible is one the build takes; what only building
+shows (a compile error) is for bench/verified.py, which builds and grades them. What needs the
+repository's files (environment.yml, requirements files, matplotlib's FreeType) is checked
+only with a mirror.
 """
 
 from __future__ import annotations
@@ -66,13 +69,10 @@ def spec_rows(tasks: list[Task], mirror: Path | None, all_specs: bool = False) -
 
 
 def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | None) -> SpecRow:
-    from deepswe.env.images.history import lacks_base_tree
-    from deepswe.env.images.submodules import missing as missing_submodules
     from deepswe.env.recipes.swebench.downloads import UnservedDownload, build_downloads
     from deepswe.env.recipes.swebench.environment import (
         BASE_FOR_PYTHON,
         interpreter_for,
-        left_out_needed,
         mirror_path,
     )
     from deepswe.env.recipes.swebench.install import UnsupportedEnv, has_c_sources, pre_install
@@ -103,19 +103,10 @@ def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | 
                 build_downloads(example, repo_dir, mirror)
             except UnservedDownload as exc:
                 raise UnsupportedEnv(f"{example.instance_id}: {exc}") from None
-            for t in mine:
-                try:
-                    left_out_needed(t, specs, repo_dir)
-                except UnsupportedEnv as exc:
-                    excluded[t.instance_id] = str(exc).split(": ", 1)[-1]
-                gap = lacks_base_tree(repo_dir, t.base_commit)
-                if gap and t.instance_id not in excluded:
-                    excluded[t.instance_id] = "the clone lacks objects of the base tree"
-                lacking = missing_submodules(repo_dir, t.base_commit, repo_dir.absolute().parent)
-                if lacking and t.instance_id not in excluded:
-                    excluded[t.instance_id] = "submodules no clone here holds: " + "; ".join(
-                        lacking
-                    )
+            for t in mine:  # what a build of t checks before it builds, nothing else
+                why = build_refusal(t, mirror, repo_dir)
+                if why is not None:
+                    excluded[t.instance_id] = why
     except UnsupportedEnv as exc:
         verdict = f"unsupported: {str(exc).split(': ', 1)[-1]}"
         interpreter = "missing" if "needs Python" in str(exc) else interpreter
@@ -136,6 +127,22 @@ def _row(repo: str, version: str, specs: dict, mine: list[Task], mirror: Path | 
         excluded,
         missing_clone,
     )
+
+
+def build_refusal(task: Task, mirror: Path, repo_dir: Path) -> str | None:
+    """Why a build of `task` from the clone `repo_dir` would stop before building, or None: the
+    build's own translation (build_from_source) without its network probe, so that a row
+    called eligible is one the build takes. Its reasons: a graded test needs a conda package
+    nothing stands in for, the clone lacks the base tree or a submodule's clone, the requirements
+    file or environment.yml is not at the commit."""
+    from deepswe.env.recipes.swebench.environment import SwebenchEnvError, build_from_source
+    from deepswe.env.recipes.swebench.install import UnsupportedEnv
+
+    try:
+        build_from_source(task, mirror, probe=False)
+    except (UnsupportedEnv, SwebenchEnvError) as exc:
+        return str(exc).removeprefix(f"{task.instance_id}: ")
+    return None
 
 
 def summary(rows: list[SpecRow]) -> dict[str, int]:
@@ -187,4 +194,4 @@ def markdown(rows: list[SpecRow]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["SpecRow", "markdown", "spec_rows", "summary"]
+__all__ = ["SpecRow", "build_refusal", "markdown", "spec_rows", "summary"]
