@@ -134,7 +134,8 @@ def check(
     protected: list[str] = (),
 ) -> Checked:
     """Run the reproduction as the tester through the grader's launcher, a fresh key for its
-    report; `protected` (the graded files) stay root's, as in the tests' run."""
+    report, after the tests' run in the same sandbox (which gave the repository to the tester and
+    kept `protected`, the graded files, root's: not done again)."""
     key = secrets.token_bytes(32)
     settings = {
         "report_fd": REPORT_FD,
@@ -147,7 +148,14 @@ def check(
     sandbox.write_file(f"{grader_dir}/repro.py", repro.code)
     script = run_script(interpreter, grader_dir, workdir)
     ran, raw = run_as_tester(
-        sandbox, grader_dir, script, workdir, TIMEOUT_S, list(protected), json.dumps(settings)
+        sandbox,
+        grader_dir,
+        script,
+        workdir,
+        TIMEOUT_S,
+        list(protected),
+        json.dumps(settings),
+        hand_over=False,
     )
     result, tampered = read_result(raw, key)
     return Checked(judge(repro, result, ran.timed_out), tampered)

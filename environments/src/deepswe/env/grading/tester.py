@@ -44,17 +44,37 @@ _DROP = (
 )
 
 
-def tester_script(grader_dir: str, tests_script: str, workdir: str) -> str:
+def tester_script(grader_dir: str, tests_script: str, workdir: str, hand_over: bool = True) -> str:
     """Bash run as root in `workdir`: give the repository to the tester, run `tests_script` (a
     file in `grader_dir`) as the tester with fd 3 a pipe to `grader_dir/private/report` and fd 5
     a pipe holding `grader_dir/private/settings` (then removed), and exit with the tests'
-    status."""
+    status. `hand_over` False: the repository was handed over by an earlier run in this sandbox
+    (what it did stays done: the tester cannot take back root's files or their folders)."""
     g, w, uid = shlex.quote(grader_dir), shlex.quote(workdir), TESTER_UID
     drop = shlex.quote(_DROP.format(uid=uid))
     return f"""set -u
 chmod 0700 {g}/private && chmod 0600 {g}/private/settings 2>/dev/null
 cd {w} || exit 90
-# The repository to the tester, but for git's data and any environment kept inside it.
+{_hand_over(g, uid) if hand_over else ""}# Hidden tests kept under /root (R2E-Gym's layout) and interpreters under it stay root's,
+# readable and traversable.
+chmod o+x /root 2>/dev/null
+test -d /root/r2e_tests && chmod -R o+rX /root/r2e_tests
+install -d -m 0755 {g} && install -d -m 0700 {g}/private || exit 92
+install -d -o {uid} -g {uid} -m 0700 {g}/home || exit 92
+printf '[safe]\\n\\tdirectory = *\\n' > {g}/home/.gitconfig && chown {uid}:{uid} {g}/home/.gitconfig
+exec 4>&1
+( HOME={g}/home USER=nobody LOGNAME=nobody python3 -I -S -c {drop} bash {g}/{tests_script} \\
+    {REPORT_FD}>&1 1>&4 2>&4 4>&- \\
+    {SETTINGS_FD}< <(cat {g}/private/settings 2>/dev/null; rm -f {g}/private/settings) \\
+  ) | cat > {g}/private/report
+exit "${{PIPESTATUS[0]}}"
+"""
+
+
+def _hand_over(g: str, uid: int) -> str:
+    """The root script's part that gives the repository to the tester, but for what decides the
+    verdict (see tester_script)."""
+    return f"""# The repository to the tester, but for git's data and any environment kept inside it.
 prune=(-path ./.git -o -name site-packages -o -name dist-packages)
 while IFS= read -r -d '' v; do prune+=(-o -path "$(dirname "$v")"); done \\
   < <(find . -path ./.git -prune -o -name pyvenv.cfg -print0)
@@ -77,19 +97,6 @@ deepswe_protect() {{
 chown 0:0 . && chmod 1777 . || exit 93
 while IFS= read -r -d '' p; do deepswe_protect "$p" || exit 93; done \\
   < <(cat {g}/protected 2>/dev/null; find . -path ./.git -prune -o -name conftest.py -print0)
-# Hidden tests kept under /root (R2E-Gym's layout) and interpreters under it stay root's,
-# readable and traversable.
-chmod o+x /root 2>/dev/null
-test -d /root/r2e_tests && chmod -R o+rX /root/r2e_tests
-install -d -m 0755 {g} && install -d -m 0700 {g}/private || exit 92
-install -d -o {uid} -g {uid} -m 0700 {g}/home || exit 92
-printf '[safe]\\n\\tdirectory = *\\n' > {g}/home/.gitconfig && chown {uid}:{uid} {g}/home/.gitconfig
-exec 4>&1
-( HOME={g}/home USER=nobody LOGNAME=nobody python3 -I -S -c {drop} bash {g}/{tests_script} \\
-    {REPORT_FD}>&1 1>&4 2>&4 4>&- \\
-    {SETTINGS_FD}< <(cat {g}/private/settings 2>/dev/null; rm -f {g}/private/settings) \\
-  ) | cat > {g}/private/report
-exit "${{PIPESTATUS[0]}}"
 """
 
 
@@ -106,16 +113,18 @@ def run_as_tester(
     timeout: float,
     protected: list[str] = (),
     settings: str = "{}",
+    hand_over: bool = True,
 ) -> tuple[ExecResult, bytes]:
     """`script` (bash) run as the tester in `workdir`: its result and what it wrote to fd 3.
     `protected` (repository paths: the graded files) stay root's, as every conftest.py does;
     `settings` reach the tests on fd 5 (SETTINGS_FD). SandboxError when the tester could not be
-    set up (no report was ever opened)."""
+    set up (no report was ever opened). `hand_over` False: an earlier run in this sandbox gave
+    the repository to the tester already (tester_script)."""
     sandbox.write_file(f"{grader_dir}/private/settings", settings)
     sandbox.write_file(f"{grader_dir}/protected", "".join(f"./{p}\0" for p in protected))
     sandbox.write_file(f"{grader_dir}/tests.sh", script)
     tests = sandbox.run(
-        tester_script(grader_dir, "tests.sh", workdir), cwd=workdir, timeout=timeout
+        tester_script(grader_dir, "tests.sh", workdir, hand_over), cwd=workdir, timeout=timeout
     )
     try:
         report = sandbox.read_file(report_path(grader_dir))

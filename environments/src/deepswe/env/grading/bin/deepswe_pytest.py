@@ -169,6 +169,29 @@ def _snapshot(obj):
     return parts
 
 
+def _unchanged(obj, snap):
+    """Whether `obj` is what `snap` (a _snapshot) recorded, part by part, without making a new
+    snapshot (the check at every report is most of what it costs)."""
+    raw = obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
+    if raw is not snap[0]:
+        return False
+    if len(snap) == 1:
+        return True
+    if raw.__code__ is not snap[1] or raw.__defaults__ is not snap[2]:
+        return False
+    cells = raw.__closure__ or ()
+    if len(cells) != len(snap) - 3:
+        return False
+    for k, cell in enumerate(cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            value = None
+        if value is not snap[3 + k]:
+            return False
+    return True
+
+
 def _resolve(specs):
     """[(label, owner, attribute, snapshot)] for the specs that exist here."""
     out, seen = [], set()
@@ -345,14 +368,27 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             judged[key] = why
         return why
 
+    item_paths = {}
+
+    def item_path(item):
+        """The real path of the file `item` was collected from ("" for none), looked up once per
+        item and path: a graded file's folders are root's and sticky (tester.py), so the tester
+        cannot move a link into them."""
+        fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
+        name = str(fspath) if fspath is not None else ""
+        found = item_paths.get(id(item))
+        if found is None or found[0] is not item or found[1] != name:
+            found = (item, name, os.path.realpath(name) if name else "")
+            item_paths[id(item)] = found
+        return found[2]
+
     def graded_code(item):
         """Why a test collected from a protected file does not run code its file holds, or None:
         the graded file's own (as written or as pytest rewrites it), or a repository test file's
         that the patch did not change (a mixin it inherits, a generator that made it), reached
         through a decorator's `__wrapped__` where its closure calls what it names. Reported only
         for a test that passes (`passing_code`): unittest.skip's wrapper calls nothing, and skips."""
-        fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
-        path = os.path.realpath(str(fspath)) if fspath is not None else ""
+        path = item_path(item)
         fn = _test_function(item) if trust.is_protected(path) else None
         if fn is None:
             return None
@@ -361,7 +397,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         genuine[item.nodeid] = fn
         for _ in range(8):
             code = fn.__code__
-            where = os.path.realpath(code.co_filename)
+            where = trust.code_path(code)
             if where == path:
                 if trust.holds(path, code):
                     return None
@@ -401,7 +437,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         code = getattr(getattr(found, "__func__", found), "__code__", None)
         if code is _RUN_CODE or (
             isinstance(code, types.CodeType)
-            and os.path.dirname(os.path.realpath(code.co_filename)) == _UNITTEST_DIR
+            and os.path.dirname(trust.code_path(code)) == _UNITTEST_DIR
         ):
             return "unittest"
         why = verdict(found)
@@ -416,8 +452,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             return why
         fn = getattr(method, "__func__", method)
         if fn is not _test_function(item):
-            fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
-            path = os.path.realpath(str(fspath)) if fspath is not None else ""
+            path = item_path(item)
             code = getattr(fn, "__code__", None)
             if trust.is_protected(path) and not (code is not None and trust.holds(path, code)):
                 return "the graded test %s ran other code than its own" % item.nodeid[:200]
@@ -436,7 +471,10 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         import hooks. `full` (after collection and at the end) also every other hook, every
         plugin and entry point: checking those at each report cost pytest runs 2-4x their time."""
         for label, owner, attr, snap in watched + (late if final else []):
-            now = _snapshot(owner if attr is None else _own(owner, attr))
+            obj = owner if attr is None else _own(owner, attr)
+            if _unchanged(obj, snap):
+                continue
+            now = _snapshot(obj)
             new = (
                 now if len(now) != len(snap) else [x for k, x in enumerate(now) if x is not snap[k]]
             )

@@ -98,6 +98,11 @@ class Trust(object):
         self.private = self.grader_dir + "private"
         self.rewrite = None  # set by the pytest launcher: path -> code, as pytest rewrites it
         self._codes, self._judged = {}, {}
+        # per code object (kept, so its id is never reused): its file's real path, and whether it
+        # is the repository's / a repository test file's. A code object's file name never changes,
+        # so the first answer stands; it runs at every test part, where realpath's lstat per
+        # path component made up a third of the launcher's own time.
+        self._paths, self._repo, self._tests = {}, {}, {}
 
     def in_repository(self, path):
         """Whether `path` (real) is the repository's: under the working directory, but for an
@@ -157,10 +162,26 @@ class Trust(object):
             self._judged[key] = (code, os.path.isfile(path) and self.holds(path, code))
         return self._judged[key][1]
 
+    def code_path(self, code):
+        """The real path of the file `code` names, looked up once per code object."""
+        found = self._paths.get(id(code))
+        if found is None or found[0] is not code:
+            found = self._paths[id(code)] = (code, os.path.realpath(code.co_filename))
+        return found[1]
+
+    def _once(self, memo, code, judge):
+        found = memo.get(id(code))
+        if found is None or found[0] is not code:
+            found = memo[id(code)] = (code, judge(code))
+        return found[1]
+
     def test_code(self, code):
         """Whether `code` is a repository test file's own (a tests/test/testing/r2e_tests folder,
-        test_*.py, *_test.py, conftest.py), as its file holds it."""
-        path = os.path.realpath(code.co_filename)
+        test_*.py, *_test.py, conftest.py), as its file holds it (judged once per code object)."""
+        return self._once(self._tests, code, self._test_code)
+
+    def _test_code(self, code):
+        path = self.code_path(code)
         if not self.in_repository(path):
             return False
         rel = os.path.relpath(path, self.workdir).split(os.sep)
@@ -173,8 +194,12 @@ class Trust(object):
 
     def repository_code(self, code):
         """Code the repository (the patch) controls: from a repository file that is not
-        protected, from a file root does not own, or not provably from its file."""
-        path = os.path.realpath(code.co_filename)
+        protected, from a file root does not own, or not provably from its file (judged once per
+        code object)."""
+        return self._once(self._repo, code, self._repository_code)
+
+    def _repository_code(self, code):
+        path = self.code_path(code)
         if self.in_repository(path) and not self.is_protected(path):
             return True
         try:
