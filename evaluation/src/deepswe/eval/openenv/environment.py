@@ -216,6 +216,8 @@ class SWEEnvironment(Environment[SWEAction, SWEObservation, SWEState]):
             outcome=outcome,
             reason=reason or traj.ending_detail,
             patch=traj.patch,
+            grade=traj.grade,
+            grade_seconds=traj.grade_seconds,
         )
 
     def _drop_sandbox(self) -> None:

@@ -13,6 +13,7 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, model_validator
 
 from deepswe.env.agent.parser import ParsedAction
+from deepswe.env.grading.outcomes import GradeResult
 
 
 class SWEAction(Action):
@@ -66,6 +67,12 @@ class SWEObservation(Observation):
     )
     reason: str = Field("", description="why the episode ended or the grader decided so")
     patch: str = Field("", description="done: the agent's change, as graded")
+    grade: GradeResult | None = Field(
+        None,
+        description="done: the grader's verdict in full (test statuses, static-gate findings), "
+        "as our own episodes record it; None when not graded",
+    )
+    grade_seconds: float = Field(0.0, ge=0, description="done: seconds the reward run took")
 
 
 class SWEState(State):
