@@ -97,7 +97,10 @@ def test_a_gpu_profile_on_a_cpu_machine_stops_after_validating(tmp_path):
 
 def test_unknown_plugin_names_list_the_known_ones(tmp_path):
     cfg = load_config(write(tmp_path, BASE), ["data.source=dockerless"])
-    with pytest.raises(ValueError, match=r"unknown rollout source 'dockerless'; known: \['spine'"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown rollout source 'dockerless'; known: \['openenv', 'spine', 'text'\]",
+    ):
         check_runnable(cfg)
 
 

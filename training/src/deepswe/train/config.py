@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deepswe.data.profile import (
     ConfigError,  # noqa: F401 - re-exported: the training CLI and trainer catch it from here
@@ -58,8 +59,34 @@ class TextEnvConfig(_Section):
     target: str = Field("e", min_length=1, description="reward 1 iff the reply contains this")
 
 
+class OpenEnvSourceConfig(_Section):
+    """The `openenv` rollout source: episodes played on a running OpenEnv server of our tasks
+    (`deepswe-eval serve`), whose own `openenv:` section sets the episode and sandbox limits."""
+
+    url: str | None = Field(
+        None, description="the server, http(s)://HOST:PORT (or ws(s)://); needed by `openenv`"
+    )
+    message_timeout_s: float = Field(
+        900.0,
+        gt=0,
+        description="longest wait for one answer: a step's tool call, or the last step's grading",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _a_server_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return url
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http(s):// or ws(s):// URL with a host")
+        return url.rstrip("/")
+
+
 class DataConfig(_Section):
-    source: str = Field("spine", description="rollout source: spine | text | module:Class")
+    source: str = Field(
+        "spine", description="rollout source: spine | openenv | text | module:Class"
+    )
     path: str | None = Field(None, description="tasks for the spine source (JSONL or a name)")
     shuffle: bool = Field(True, description="reshuffle the tasks every epoch (seeded)")
     repo_mirror: str | None = Field(
@@ -87,6 +114,7 @@ class DataConfig(_Section):
         "R2E-Gym as published), or left out",
     )
     text: TextEnvConfig = Field(default_factory=TextEnvConfig)
+    openenv: OpenEnvSourceConfig = Field(default_factory=OpenEnvSourceConfig)
 
 
 class RolloutConfig(_Section):
@@ -222,8 +250,14 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        if self.data.source == "spine" and not self.data.path:
-            raise ValueError("data.path: the spine source needs a task file or dataset name")
+        if self.data.source in ("spine", "openenv") and not self.data.path:
+            raise ValueError(
+                f"data.path: the {self.data.source} source needs a task file or dataset name"
+            )
+        if self.data.source == "openenv" and self.data.openenv.url is None:
+            raise ValueError(
+                "data.openenv.url: the openenv source needs the server's URL (deepswe-eval serve)"
+            )
         return self
 
 

@@ -1,6 +1,8 @@
 """Rollout sources: where the trainer's tasks come from and how one rollout of a task runs.
 
 `spine` runs real agent episodes in Docker sandboxes through deepswe.env (training proper);
+`openenv` plays the same episodes on a running OpenEnv server of our tasks (`deepswe-eval serve`,
+data.openenv.url), the engine writing every reply here (see openenv.py);
 `text` is the trainer's unit-test environment: one-turn chats rewarded by a plain text check,
 no Docker (see text.py). Looked up lazily by name or `module:Class`.
 """
@@ -34,6 +36,7 @@ class RolloutSource(Protocol):
 
 SOURCES: dict[str, str] = {
     "spine": "deepswe.train.sources.spine:SpineSource",
+    "openenv": "deepswe.train.sources.openenv:OpenEnvSource",
     "text": "deepswe.train.sources.text:TextSource",
 }
 
