@@ -293,6 +293,11 @@ def _plant_canaries(run: _Run, runner: str) -> Canaries | None:
 
 # What the pytest launcher says, and exits 78 with, when pytest is the repository's own.
 RUNNER_REFUSED = "deepswe-grader: pytest is the repository's own"
+ROOT_REACH = "root of a user namespace of their own: root's reach over their own files only"
+NO_ROOT_REACH = (
+    "the unprivileged tester: this sandbox makes no user namespace, so tests that need root's "
+    "reach (a file chmod 000 still readable) fail here where the reference passed them as root"
+)
 
 
 def _run_owned(
@@ -316,7 +321,7 @@ def _run_owned(
     launcher = LAUNCHER if owned.runner == "pytest" else UNITTEST_LAUNCHER
     for part in (launcher, SEAL):
         run.sandbox.write_file(f"{grader_dir}/{part.name}", part.read_text())
-    tests, raw = run_as_tester(
+    ran = run_as_tester(
         run.sandbox,
         grader_dir,
         owned.command,
@@ -325,7 +330,7 @@ def _run_owned(
         protected,
         json.dumps(settings),
     )
-    rep = read_report(raw, key)
+    tests, rep = ran.result, read_report(ran.report, key)
     refusal = next((x for x in tests.stdout.splitlines() if x.startswith(RUNNER_REFUSED)), "")
     if not rep.started and refusal:  # the runner is the code under test (pytest's own rows)
         return run.infra(refusal[len("deepswe-grader: ") :])
@@ -335,6 +340,7 @@ def _run_owned(
             f"{one_line(tests.stdout[-300:])}"
         )
     run.people.append(("the test process's output", tests.stdout))
+    run.people.append(("the tests ran as", ROOT_REACH if ran.root_reach else NO_ROOT_REACH))
     run.log += [GRADER_RAN_TESTS, START_TEST_OUTPUT, rep.summary, END_TEST_OUTPUT]
     judged = judge_report(rep, planted, tests.exit_code, owned.runner)
     run.section, run.facts["grader_ran_tests"] = judged.section, True

@@ -147,7 +147,7 @@ def check(
         sandbox.write_file(f"{grader_dir}/{part.name}", part.read_text())
     sandbox.write_file(f"{grader_dir}/repro.py", repro.code)
     script = run_script(interpreter, grader_dir, workdir)
-    ran, raw = run_as_tester(
+    ran = run_as_tester(
         sandbox,
         grader_dir,
         script,
@@ -157,8 +157,8 @@ def check(
         json.dumps(settings),
         hand_over=False,
     )
-    result, tampered = read_result(raw, key)
-    return Checked(judge(repro, result, ran.timed_out), tampered)
+    result, tampered = read_result(ran.report, key)
+    return Checked(judge(repro, result, ran.result.timed_out), tampered)
 
 
 __all__ = ["TIMEOUT_S", "Checked", "Result", "check", "judge", "read_result", "run_script"]

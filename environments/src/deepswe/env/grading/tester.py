@@ -31,6 +31,7 @@ hand-over (find, chown, the drop) costs about 20 ms a run.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from deepswe.env.sandbox import ExecResult, Sandbox, SandboxError
 
@@ -62,8 +63,17 @@ test -d /root/r2e_tests && chmod -R o+rX /root/r2e_tests
 install -d -m 0755 {g} && install -d -m 0700 {g}/private || exit 92
 install -d -o {uid} -g {uid} -m 0700 {g}/home || exit 92
 printf '[safe]\\n\\tdirectory = *\\n' > {g}/home/.gitconfig && chown {uid}:{uid} {g}/home/.gitconfig
+# Root's reach over their own files, as the reference harnesses ran the tests as root: the tester
+# is root of a user namespace of its own, where the sandbox allows one and nothing beyond it (no
+# mount namespace, no chroot: sandbox/seccomp.py); else the plain tester.
+reach=() r=0
+u=(unshare --user --map-root-user)
+"${{u[@]}}" true 2>/dev/null && ! "${{u[@]}}" --mount true 2>/dev/null && \
+  ! "${{u[@]}}" chroot / true 2>/dev/null && reach=("${{u[@]}}" --) r=1
+echo "$r" > {g}/private/reach
 exec 4>&1
-( HOME={g}/home USER=nobody LOGNAME=nobody python3 -I -S -c {drop} bash {g}/{tests_script} \\
+( HOME={g}/home USER=nobody LOGNAME=nobody python3 -I -S -c {drop} ${{reach[@]+"${{reach[@]}}"}} \\
+    bash {g}/{tests_script} \\
     {REPORT_FD}>&1 1>&4 2>&4 4>&- \\
     {SETTINGS_FD}< <(cat {g}/private/settings 2>/dev/null; rm -f {g}/private/settings) \\
   ) | cat > {g}/private/report
@@ -105,6 +115,16 @@ def report_path(grader_dir: str) -> str:
     return f"{grader_dir}/private/report"
 
 
+@dataclass(frozen=True)
+class TesterRun:
+    """What the tests' run did, what they reported on fd 3, and whether they ran as root of a
+    user namespace of their own (root's reach over their own files) or as the plain tester."""
+
+    result: ExecResult
+    report: bytes
+    root_reach: bool
+
+
 def run_as_tester(
     sandbox: Sandbox,
     grader_dir: str,
@@ -114,7 +134,7 @@ def run_as_tester(
     protected: list[str] = (),
     settings: str = "{}",
     hand_over: bool = True,
-) -> tuple[ExecResult, bytes]:
+) -> TesterRun:
     """`script` (bash) run as the tester in `workdir`: its result and what it wrote to fd 3.
     `protected` (repository paths: the graded files) stay root's, as every conftest.py does;
     `settings` reach the tests on fd 5 (SETTINGS_FD). SandboxError when the tester could not be
@@ -127,21 +147,23 @@ def run_as_tester(
         tester_script(grader_dir, "tests.sh", workdir, hand_over), cwd=workdir, timeout=timeout
     )
     try:
+        reach = sandbox.read_file(f"{grader_dir}/private/reach").strip() == b"1"
         report = sandbox.read_file(report_path(grader_dir))
     except SandboxError:
         if tests.timed_out:
-            return tests, b""
+            return TesterRun(tests, b"", False)
         tail = " ".join(tests.stdout[-300:].split())
         raise SandboxError(
             f"the tests could not be started as the tester (exit {tests.exit_code}): {tail}"
         ) from None
-    return tests, report
+    return TesterRun(tests, report, reach)
 
 
 __all__ = [
     "REPORT_FD",
     "SETTINGS_FD",
     "TESTER_UID",
+    "TesterRun",
     "report_path",
     "run_as_tester",
     "tester_script",

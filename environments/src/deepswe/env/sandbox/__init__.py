@@ -58,12 +58,20 @@ class SandboxLimits(BaseModel):
         1 << 20, gt=0, description="per stream; the rest is dropped with a marker"
     )
     start_timeout_s: float = Field(120.0, gt=0, description="how long starting may take")
+    user_namespaces: bool = Field(
+        False,
+        description="let processes make a user namespace and nothing else a namespace gives "
+        "(Docker: the grader's seccomp profile, sandbox/seccomp.py, instead of the engine's "
+        "default, which refuses it). Grading sandboxes do (for_grading): the tests run as root "
+        "of one, over their own files only, as the reference harnesses ran them as root",
+    )
 
     def for_grading(self) -> SandboxLimits:
         """These limits with no CPU quota: the hidden tests see the machine's CPUs, as in the
         reference harness (pylint's parallel tests skip on "one" CPU read from a quota). Memory
-        and process limits stay: tests do not read them as the machine's size."""
-        return self.model_copy(update={"cpus": None})
+        and process limits stay: tests do not read them as the machine's size. User
+        namespaces on: the tests get root's reach over their own files (grading/tester.py)."""
+        return self.model_copy(update={"cpus": None, "user_namespaces": True})
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError
+from deepswe.env.sandbox import SandboxDied, SandboxLimits, SandboxStartError, seccomp
 from deepswe.env.sandbox.admission import DOCKER_STARTS_PER_CPU, Admission, gate
 from deepswe.env.sandbox.channel import SERVER_SOURCE, Channel, ChannelSandbox
 from deepswe.env.sandbox.docker_attach import AttachTransport
@@ -167,7 +167,10 @@ class DockerSandbox(ChannelSandbox):
             mem_limit=lim.memory,
             memswap_limit=lim.memory,
             pids_limit=lim.pids,
-            security_opt=["no-new-privileges"],
+            security_opt=[
+                "no-new-privileges",
+                *([seccomp.security_opt()] if lim.user_namespaces else []),
+            ],
             log_config={"type": "none"},  # the protocol is not a log: no json-file writes
             **_cpu_options(lim),
         )
