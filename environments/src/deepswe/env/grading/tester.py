@@ -66,10 +66,13 @@ printf '[safe]\\n\\tdirectory = *\\n' > {g}/home/.gitconfig && chown {uid}:{uid}
 # Root's reach over their own files, as the reference harnesses ran the tests as root: the tester
 # is root of a user namespace of its own, where the sandbox allows one and nothing beyond it (no
 # mount namespace, no chroot: sandbox/seccomp.py); else the plain tester.
+# Probed once a sandbox: an earlier run's answer is kept in root's private folder.
 reach=() r=0
 u=(unshare --user --map-root-user)
-"${{u[@]}}" true 2>/dev/null && ! "${{u[@]}}" --mount true 2>/dev/null && \
-  ! "${{u[@]}}" chroot / true 2>/dev/null && reach=("${{u[@]}}" --) r=1
+if [ -f {g}/private/reach ]; then read -r r < {g}/private/reach
+elif "${{u[@]}}" true 2>/dev/null && ! "${{u[@]}}" --mount true 2>/dev/null &&
+  ! "${{u[@]}}" chroot / true 2>/dev/null; then r=1; fi
+[ "$r" = 1 ] && reach=("${{u[@]}}" --)
 echo "$r" > {g}/private/reach
 exec 4>&1
 ( HOME={g}/home USER=nobody LOGNAME=nobody python3 -I -S -c {drop} ${{reach[@]+"${{reach[@]}}"}} \\
