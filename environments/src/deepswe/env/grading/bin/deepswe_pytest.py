@@ -68,6 +68,9 @@ import unittest.case
 import deepswe_seal as seal
 
 _exit, _static = sys.exit, inspect.getattr_static
+# From Python 3.13 a frame's f_locals writes through (PEP 667): code under test that walks up
+# its stack can rebind what pytest's suspended frames use once the test returns.
+_WRITE_THROUGH = sys.version_info >= (3, 13)
 _RUN_CODE = unittest.case.TestCase.run.__code__
 _UNITTEST_DIR = os.path.dirname(os.path.realpath(unittest.case.__file__))
 
@@ -543,6 +546,23 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 for code in _module_codes(module):
                     known[id(code)] = code
 
+    getframe = sys._getframe
+    hook_dir = ""
+    if _WRITE_THROUGH:  # pluggy's folder
+        hook_dir = os.path.dirname(sys.modules[type(pytest.hookimpl).__module__].__file__)
+        hook_dir = os.path.realpath(hook_dir) + os.sep
+
+    def waiting(frame):
+        """The frames that wait for the hook call running the launcher's wrapper: the stack
+        above it, but for pluggy's frames of that call (they dispatch the hook meanwhile)."""
+        while frame is not None and trust.code_path(frame.f_code).startswith(hook_dir):
+            frame = frame.f_back
+        out = []
+        while frame is not None:
+            out.append(frame)
+            frame = frame.f_back
+        return out
+
     class Grader(object):
         __slots__ = ()
 
@@ -574,6 +594,34 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             for item in items:
                 graded_code(item)  # each graded test's function as collected, remembered
             check(False, full=True)  # what collection registered, before any test runs
+
+        if _WRITE_THROUGH:
+            # Each phase and the collection: the frames waiting for it to return hold the same
+            # values when it does (the vault keeps them and compares, deepswe_seal.py).
+
+            @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+            def pytest_collection(self, session):
+                post("frames", "hold", "collection", waiting(getframe(1)))
+                yield
+                post("frames", "same", "collection")
+
+            @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+            def pytest_runtest_setup(self, item):
+                post("frames", "hold", (item.nodeid, "setup"), waiting(getframe(1)))
+                yield
+                post("frames", "same", (item.nodeid, "setup"))
+
+            @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+            def pytest_runtest_call(self, item):
+                post("frames", "hold", (item.nodeid, "call"), waiting(getframe(1)))
+                yield
+                post("frames", "same", (item.nodeid, "call"))
+
+            @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+            def pytest_runtest_teardown(self, item, nextitem):
+                post("frames", "hold", (item.nodeid, "teardown"), waiting(getframe(1)))
+                yield
+                post("frames", "same", (item.nodeid, "teardown"))
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_protocol(self, item, nextitem):
@@ -685,6 +733,7 @@ def main(argv):
         args = args + ["-n", "0", "--dist", "no"]
     sys.path[:] = [cwd] + [p for p in saved if not _under(p, here)]
     sys.argv = [getattr(pytest, "__file__", "pytest")] + args
+    post("arm")  # this frame's locals, from here on the same until the report closes
     code = int(pytest.main(args, plugins=[grader]))
     finish()
     post("finish", code)

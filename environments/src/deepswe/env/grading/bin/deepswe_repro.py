@@ -77,13 +77,16 @@ def main(argv, _report=_report):
     # As `python -c` runs code: the working directory first on sys.path, never this file's.
     sys.path[:] = [""] + [p for p in sys.path[1:] if os.path.abspath(p or os.curdir) != here]
     sys.argv = ["-c"]
-    out, error, stdout = io.StringIO(), None, sys.stdout
+    out, stdout = io.StringIO(), sys.stdout
     getvalue = out.getvalue
+    post("arm")  # this frame's locals, from here on the same until the report closes
     sys.stdout = out
     try:
         exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
     except BaseException as exc:  # SystemExit too: the script ended there
         error = exc
+    else:
+        error = None
     finally:
         sys.stdout = stdout
     post("reproduction", *_report(getvalue(), error))

@@ -48,7 +48,14 @@ reproduction's launcher refuses setting a trace or profile function (`tracing=Fa
 launcher cannot refuse it outright (coverage.py's own tests set one), so it refuses it only while
 pytest makes and logs a report (the window its "window" posts open and close) and checks that none
 of the repository's is running when the window opens; the unittest launcher checks the latter at
-each result; 3.13's write-through is open in all three.
+each result. Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
+posts "arm" from its main frame before any test runs: the vault keeps that frame's locals and, at
+the closing post, finds each the same object or the run tampered; the pytest launcher on 3.13
+also holds ("frames") the locals of every frame waiting for each test phase and for collection,
+compared when it returns (what a test could rebind: `CallInfo.from_call`'s `cls`, which makes the
+call's outcome). Not held: generator frames suspended off the stack (reached through `gi_frame`),
+a thread that rebinds a frame's local after its phase returned and before it is read (a race),
+and the unittest launcher's frames on 3.13 beyond its main (its pass needs the parts the vault saw).
 unittest's own outcome objects are reachable from the test's frame (`self._outcome`), so for a test
 unittest's run runs, the vault does not believe a pass it did not see: `watch_parts` wraps
 `_Outcome.testPartExecutor`, and the vault reads from the thread, when each part ends, whether an
@@ -354,6 +361,11 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
         # finish <- handle <- the hook (or post, below 3.8) <- the caller of sys.audit
         if getframe(3) is not main_frame or type(code) is not int:
             return tampered("the report was closed by something other than the launcher")
+        why = changed(state.get("main", ()))
+        if why:
+            tampered(why + " while the tests ran")
+        for key in held:
+            tampered("frames held for %s were never checked" % (key,))
         keys = state["collected"] or set()
         facts = "collected=%d,unreported=%d,sealed=%d" % (
             len(keys),
@@ -410,6 +422,53 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
         if ok and state.get("watching"):
             expected.add(args[0])
 
+    held = {}  # key -> [(frame, name, value)]: the locals of frames suspended meanwhile
+
+    def frames(args):
+        # ("hold", key, frames) from the launcher: the locals of `frames`, which stay suspended
+        # until ("same", key) comes, as they are now; then each must still be what it was. From
+        # Python 3.13 a frame's f_locals writes through: code under test that walks up its
+        # stack could rebind what pytest's suspended frames use once the test returns.
+        if not grader_only("a hold of frames"):
+            return
+        what, key = args[0], args[1]
+        if what == "hold":
+            if key in held:
+                return tampered("frames held twice for %s" % (key,))
+            held[key] = [(f, n, v) for f in args[2] for n, v in locals_of(f).items()]
+            return
+        pairs = held.pop(key, None)
+        if pairs is None:
+            return tampered("frames checked that were never held (%s)" % (key,))
+        why = changed(pairs)
+        if why:
+            tampered("%s while %s ran" % (why, key))
+
+    def locals_of(frame):
+        try:
+            return dict(frame.f_locals)
+        except Exception:  # a frame that ended: nothing to hold
+            return {}
+
+    def changed(pairs):
+        missing = object()
+        for frame, name, value in pairs:
+            if locals_of(frame).get(name, missing) is not value:
+                code = frame.f_code
+                return "the local %s of %s (%s) was rebound" % (
+                    name,
+                    code.co_name,
+                    code.co_filename,
+                )
+        return None
+
+    def arm(args):
+        # From the launcher's main frame, before the tests: its locals (the grader's functions
+        # and objects its closures share) must be the same when it closes the report.
+        if getframe(3) is not main_frame or "main" in state:
+            return tampered("the launcher's main frame armed by something other than itself")
+        state["main"] = [(main_frame, n, v) for n, v in locals_of(main_frame).items()]
+
     def window(args):
         (is_open,) = args
         caller = getframe(3).f_code
@@ -426,6 +485,8 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
         "collect_error": collect_error,
         "finish": finish,
         "reproduction": reproduction,
+        "frames": frames,
+        "arm": arm,
         "tampered": lambda args: tampered(args[0]) if type(args[0]) is str else None,
     }
 

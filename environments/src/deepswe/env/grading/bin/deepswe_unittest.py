@@ -266,12 +266,14 @@ def main(argv):
         p for p in sys.path[1:] if os.path.abspath(p or os.curdir) != here
     ]
     sys.argv = [script] + argv[3:]
-    code = 0
+    post("arm")  # this frame's locals, from here on the same until the report closes
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         # sys.exit(True) is exit status 1: bool is an int, but prints as "True"
         code = int(exc.code) if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    else:
+        code = 0
     check(True)
     post("finish", code)
     return code
