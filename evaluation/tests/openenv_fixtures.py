@@ -68,9 +68,10 @@ class Server:
     log: Path
 
     def containers(self) -> list:
-        """The sandboxes this server process made that still exist."""
-        found = client().containers.list(all=True, filters={"label": f"{PID}={self.proc.pid}"})
-        return found
+        """The sandboxes this server process made that still exist. Sparse: the engine's list
+        alone, since inspecting each one races with its removal (a 404 for one just gone)."""
+        label = {"label": f"{PID}={self.proc.pid}"}
+        return client().containers.list(all=True, sparse=True, filters=label)
 
     def wait_for_no_containers(self, timeout: float = 60.0) -> list:
         deadline = time.monotonic() + timeout
