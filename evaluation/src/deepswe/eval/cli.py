@@ -184,6 +184,7 @@ for _verb in (
     cli_serve.serve,
 ):
     app.command()(_verb)
+app.command("serve-image")(cli_serve.serve_image)
 
 
 def main() -> None:

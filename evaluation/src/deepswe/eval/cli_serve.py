@@ -1,6 +1,7 @@
 """`deepswe-eval serve`: the task set as an OpenEnv environment (deepswe.eval.openenv), read
 from a profile's `openenv:` section and `openenv.a.b=value` overrides; needs the `openenv`
-extra (`pip install -e 'evaluation[openenv]'`)."""
+extra (`pip install -e 'evaluation[openenv]'`). `deepswe-eval serve-image`: the same server as
+a container image built from our registry-free base (deepswe.eval.openenv.image)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,18 @@ def serve(
     for i, why in door.refused.items():
         typer.echo(f"  refused {i}: {why[:200]}", err=True)
     run_server(cfg, door)
+
+
+def serve_image(
+    suite: str = typer.Option("bookworm", help="the Debian base the image is built on"),
+) -> None:
+    """Build the OpenEnv server's container image (deepswe/openenv-server) from our
+    registry-free base and this checkout's packages; prints its tag."""
+    from deepswe.eval.openenv.image import ServerImageError, build_server_image
+
+    checkout = Path(__file__).resolve().parents[4]  # evaluation/src/deepswe/eval/cli_serve.py
+    try:
+        tag = build_server_image(checkout, suite, log=lambda m: typer.echo(m, err=True))
+    except ServerImageError as exc:
+        fail(str(exc))
+    typer.echo(tag)
