@@ -84,8 +84,12 @@ class OpenEnvRollout:
 
     def _open(self, task_id: str, renderer: ChatRenderer) -> Episode:
         env = SWEEnvClient(base_url=self.url, message_timeout_s=self.timeout_s).sync()
-        env.connect()
-        first = env.reset(task_id=task_id)
+        try:
+            env.connect()
+            first = env.reset(task_id=task_id)
+        except BaseException:
+            env.close()  # the session's sandbox goes with it
+            raise
         messages = list(first.observation.messages)
         seq = TokenSequence()
         if messages:
