@@ -181,7 +181,9 @@ def build_native_wheel(
         + ["--wheel-dir", str(work / "out"), str(sdist)],
     ]
     if where.repair_tools:  # after the build: the sdist's build sees only its own tools
-        _download(list(where.repair_tools), deps, None, python_version, platforms, env)
+        res = _download(list(where.repair_tools), deps, None, python_version, platforms, env)
+        if res.returncode != 0:
+            raise WheelDownloadError(f"no wheels of {where.repair_tools} here:\n{tail(res)}")
         steps.append([py, "-m", "pip", "install", *offline, *where.repair_tools])
     for cmd in steps:
         res = where.run(cmd, clean, BUILD_TIMEOUT_S, work)
@@ -217,10 +219,7 @@ def _download(
         args += ["--platform", tag]
     args += ["--dest", str(deps), "--find-links", str(deps), *reqs]
     dated = {"PIP_UPLOADED_PRIOR_TO": date} if date else {}
-    res = _host_pip(args, _clean_env(env) | dated, python_version)
-    if res.returncode != 0 and not date:
-        raise WheelDownloadError(f"no wheels of {', '.join(reqs)} for the target:\n{tail(res)}")
-    return res
+    return _host_pip(args, _clean_env(env) | dated, python_version)
 
 
 def _build_tools(
