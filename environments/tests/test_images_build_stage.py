@@ -55,6 +55,14 @@ def test_a_stage_runs_offline_as_us_with_the_work_folder_at_its_own_path(tmp_pat
     assert made.read_text() == str(os.getuid()) and made.stat().st_uid == os.getuid()
 
 
+def test_a_pure_python_wheel_from_a_stage_is_kept_as_it_is(tmp_path):
+    """auditwheel refuses a wheel that is not a platform wheel; one that links nothing needs no
+    repair (docopt's sdist, say, built in a stage for want of a wheel)."""
+    wheel = tmp_path / "docopt-0.6.2-py2.py3-none-any.whl"
+    wheel.write_bytes(b"")
+    assert BuildStage("bullseye").repair(wheel, tmp_path, {}, 1) == wheel
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_numpy_1192_builds_for_bullseyes_python_39_with_the_cython_of_its_time(tmp_path):

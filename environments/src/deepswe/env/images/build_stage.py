@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepswe.env.images.recipe import SUITES, base_image_tag
-from deepswe.env.images.sdist_fallback import WheelDownloadError
+from deepswe.env.images.sdist_fallback import PURE_TAG, WheelDownloadError
 
 # What a stage adds to the image's own Debian packages: compilers, BLAS/LAPACK (Debian's
 # OpenBLAS carries LAPACK) and the headers of the suite's python3.
@@ -103,7 +103,10 @@ class BuildStage:
 
     def repair(self, wheel: Path, work: Path, env: dict[str, str], timeout: float) -> Path:
         """The wheel with the stage's libraries it links copied in (auditwheel), tagged for
-        the suite's glibc; the venv at work/venv has REPAIR_TOOLS."""
+        the suite's glibc; the venv at work/venv has REPAIR_TOOLS. A pure-Python wheel links
+        nothing and runs anywhere: kept as it is (auditwheel refuses it)."""
+        if PURE_TAG.search(wheel.name):
+            return wheel
         glibc = SUITES[self.suite].glibc
         plat = f"manylinux_{glibc[0]}_{glibc[1]}_{platform.machine()}"
         out = work / "repaired"
