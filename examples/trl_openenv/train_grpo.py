@@ -142,6 +142,7 @@ def train(args: argparse.Namespace, url: str) -> list[dict]:
 
 def plot_curve(curve: Path, out: Path) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -154,6 +155,7 @@ def plot_curve(curve: Path, out: Path) -> None:
         scored = [r for r in x["rewards"] if r is not None]
         ax.scatter([x["step"]] * len(scored), scored, s=8, alpha=0.4, color="grey")
     ax.set(xlabel="GRPO step", ylabel="reward (grader, via OpenEnv)", ylim=(-0.05, 1.05))
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_title("TRL GRPOTrainer on swe-toy through deepswe-eval serve", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
