@@ -31,9 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import requests
-import yaml
-
 from deepswe.data.task import Task
 from deepswe.data.toy import make_toy_tasks, write_tasks
 from deepswe.env.agent.loop import EpisodeEnd, EpisodeLimits, ToolEnv
@@ -43,6 +40,7 @@ from deepswe.env.policies.scripted import FINISH, patch_to_actions
 from deepswe.env.sandbox import SandboxLimits
 from deepswe.eval.openenv.client import SWEEnvClient
 from deepswe.eval.openenv.models import SWEAction
+from deepswe.eval.openenv.process import ServerDidNotStart, start_serve
 
 LIMITS = EpisodeLimits(max_steps=30, scaffold="deepswe", prompt_variant="train")
 SANDBOX = SandboxLimits(cpus=1, memory="1g", pids=256)
@@ -114,31 +112,16 @@ def _add(out: dict[str, list[float]], label: str, seconds: float) -> None:
 
 
 def start_server(folder: Path, tasks_file: Path) -> tuple[str, subprocess.Popen]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     section = {
         "tasks": str(tasks_file),
-        "port": port,
         "episode": LIMITS.model_dump(),
         "sandbox": SANDBOX.model_dump(),
     }
-    profile = folder / "server.yaml"
-    profile.write_text(yaml.safe_dump({"openenv": section}))
-    cli = str(Path(sys.executable).with_name("deepswe-eval"))
-    log = (folder / "server.log").open("w")
-    proc = subprocess.Popen([cli, "serve", "--config", str(profile)], stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if requests.get(f"{url}/health", timeout=2).ok:
-                return url, proc
-        except requests.RequestException:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"the server did not start: {(folder / 'server.log').read_text()[-2000:]}")
+    try:
+        server = start_serve(section, folder)
+    except ServerDidNotStart as exc:
+        raise SystemExit(str(exc)) from None
+    return server.url, server.proc
 
 
 def _stats(xs: list[float]) -> dict[str, float]:

@@ -24,17 +24,14 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import requests
-import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from rollout import OpenEnvRollout, env_reward  # noqa: E402
 
+from deepswe.eval.openenv.process import ServerDidNotStart, start_serve  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 MODELS = (REPO / "runs/models/tiny-qwen3-sft", REPO / "runs/models/tiny-qwen3")
 
 
@@ -58,44 +55,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def start_server(args: argparse.Namespace, sessions: int) -> tuple[str, subprocess.Popen]:
     """`deepswe-eval serve` over `args.tasks` with the tiny profile's episode (its scaffold,
     training prompts, step limit), waiting until it answers; the profile is in the run folder."""
-    port = _free_port()
     section = {
         "tasks": str(args.tasks),
-        "port": port,
         "max_sessions": sessions,
         "seed": args.seed,
         "episode": {"max_steps": args.max_turns, "prompt_variant": "train", "scaffold": "deepswe"},
         "sandbox": {"cpus": 1, "memory": "2g", "pids": 512},
     }
-    profile = args.out / "server.yaml"
-    profile.write_text(yaml.safe_dump({"openenv": section}))
-    log = (args.out / "server.log").open("w")
-    proc = subprocess.Popen(
-        [str(BIN / "deepswe-eval"), "serve", "--config", str(profile)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    (args.out / "server.pid").write_text(f"{proc.pid}\n")  # its sandboxes carry this label
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited {proc.returncode}: see {args.out / 'server.log'}")
-        try:
-            if requests.get(f"{url}/health", timeout=2).ok:
-                return url, proc
-        except requests.RequestException:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"the server did not answer in 120 s: see {args.out / 'server.log'}")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    try:
+        server = start_serve(section, args.out)
+    except ServerDidNotStart as exc:
+        raise SystemExit(str(exc)) from None
+    (args.out / "server.pid").write_text(f"{server.proc.pid}\n")  # its sandboxes carry this label
+    return server.url, server.proc
 
 
 def task_ids(path: Path) -> list[str]:
