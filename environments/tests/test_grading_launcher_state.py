@@ -1,0 +1,108 @@
+"""Open holes: the pytest launcher's own state is within the code under test's reach.
+
+The vault (the audit hook's closure) is out of reach: nothing refers to it and enumerating
+objects is refused. The launcher's checks are not: they are closures of its plugin's methods,
+reachable from the plugin object pytest's plugin manager holds (or from the launcher's frames),
+and what they judge with (its `Trust`, its record of the runner's code, the `check` each report
+calls) can be mutated or rebound from there, by package code alone, with no audit event. Each
+attack below leaves the bug in place and, with one rebinding more, replaces
+`TestReport.from_item_and_call` under a trusted file name (an attack that is tampered on its own:
+`test_grading_launcher.py`'s targeted one), flipping only the graded test's failure.
+
+Strict xfails until the vault makes these judgments itself from its own records (issue #42's
+next step): the launcher would then only report, and the vault would compare the watched
+callables and judge code at each report, out of reach.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grading_launcher import launch, make_repo, tampered  # noqa: E402
+
+# The shared second half: pytest's report made to pass the graded test alone, by a function
+# compiled under pytest's own file name.
+FLIP = """
+def _dsw_flip():
+    import importlib
+    reports = importlib.import_module("_py" + "test.reports")
+    src = (
+        "def from_item_and_call(cls, item, call):\\n"
+        "    rep = _real(item, call)\\n"
+        "    if rep.when == 'call' and '::test_add' in rep.nodeid:\\n"
+        "        rep.outcome = 'passed'; rep.longrepr = None\\n"
+        "    return rep\\n"
+    )
+    ns = {"_real": reports.TestReport.from_item_and_call}
+    exec(compile(src, reports.__file__, "exec"), ns)
+    reports.TestReport.from_item_and_call = classmethod(ns["from_item_and_call"])
+"""
+
+ATTACKS = {
+    # The launcher's Trust, found among its main frame's locals, told that every code object is
+    # its file's and none the repository's.
+    "trust-mutated": FLIP
+    + """
+import sys as _dsw_sys
+_dsw_f = _dsw_sys._getframe()
+while _dsw_f is not None:
+    _dsw_t = _dsw_f.f_locals.get("trust")
+    if type(_dsw_t).__name__ == "Trust":
+        _dsw_t.from_its_file = lambda code: True
+        _dsw_t.repository_code = lambda code: False
+        _dsw_flip()
+        break
+    _dsw_f = _dsw_f.f_back
+""",
+    # Every closure cell named check or finish, reached from the grader's plugin object, made a
+    # no-op: no report ever compares the watched callables again.
+    "checks-disabled": FLIP
+    + """
+import sys as _dsw_sys
+
+
+def _dsw_disarm():
+    f, config = _dsw_sys._getframe(), None
+    while f is not None and config is None:
+        config = next((v for v in f.f_locals.values() if type(v).__name__ == "Config"), None)
+        f = f.f_back
+    plugins = [p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "Grader"]
+    todo = [getattr(type(p), n) for p in plugins for n in dir(type(p)) if n.startswith("pytest_")]
+    seen = set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen or not getattr(fn, "__closure__", None):
+            continue
+        seen.add(id(fn))
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if name in ("check", "finish"):
+                cell.cell_contents = lambda *a, **k: None
+            elif callable(value) and getattr(value, "__closure__", None):
+                todo.append(value)
+
+
+_dsw_disarm()
+_dsw_flip()
+""",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="open: the launcher's state is reachable (module doc)")
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_the_launchers_own_state_rebound_by_the_code_under_test(tmp_path: Path, name: str) -> None:
+    run = launch(make_repo(tmp_path / "repo", ATTACKS[name]))
+    assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] == "FAILED", run.statuses
+
+
+def test_each_attack_needs_its_rebinding(tmp_path: Path) -> None:
+    """The flip alone, without touching the launcher's state, is tampered."""
+    run = launch(make_repo(tmp_path / "repo", FLIP + "\n_dsw_flip()\n"))
+    assert tampered(run), run.statuses
