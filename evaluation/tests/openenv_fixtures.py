@@ -128,6 +128,26 @@ def run_client(url: str, task: Task, mode: str) -> subprocess.Popen:
     return proc
 
 
+def play(url: str, policy, task_id: str, timeout: float = 300):
+    """One episode through the typed client (openenv's EnvClient, over /ws): the reset
+    observation and every step's observation, the chat kept as our loop keeps it."""
+    from deepswe.eval.openenv.client import SWEEnvClient
+    from deepswe.eval.openenv.models import SWEAction
+
+    with SWEEnvClient(base_url=url, message_timeout_s=timeout).sync() as env:
+        first = env.reset(task_id=task_id).observation
+        chat, seen, done = list(first.messages), [], False
+        while not done:
+            reply = policy.reply(chat, timeout=60).text
+            result = env.step(SWEAction(message=reply))
+            seen.append(result.observation)
+            chat += [{"role": "assistant", "content": reply}]
+            chat += [{"role": "user", "content": result.observation.text}]
+            done = result.done
+        assert env.state().done and env.state().reward == result.reward
+    return first, seen
+
+
 def final_line(proc: subprocess.Popen, timeout: float = 300) -> dict:
     out = proc.stdout.read()
     proc.wait(timeout=timeout)

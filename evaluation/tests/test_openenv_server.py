@@ -36,6 +36,7 @@ from openenv_fixtures import (  # noqa: E402
     SANDBOX,
     final_line,
     health_manifest,
+    play,
     run_client,
     start_server,
 )
@@ -79,25 +80,9 @@ def server(toy):
     assert not srv.wait_for_no_containers(), "the server left sandboxes behind"
 
 
-def _play(url: str, policy, task_id: str):
-    """One episode through the typed client: (reset observation, every step's observation)."""
-    with SWEEnvClient(base_url=url, message_timeout_s=300).sync() as env:
-        first = env.reset(task_id=task_id).observation
-        chat, seen, done = list(first.messages), [], False
-        while not done:
-            reply = policy.reply(chat, timeout=60).text
-            result = env.step(SWEAction(message=reply))
-            seen.append(result.observation)
-            chat += [{"role": "assistant", "content": reply}]
-            chat += [{"role": "user", "content": result.observation.text}]
-            done = result.done
-        assert env.state().done and env.state().reward == result.reward
-    return first, seen
-
-
 def test_gold_through_the_tools_resolves(server, toy):
     task = toy[1]["toycalc__toycalc-add"]
-    first, seen = _play(server.url, GoldPolicy(task.gold_patch), task.instance_id)
+    first, seen = play(server.url, GoldPolicy(task.gold_patch), task.instance_id)
     assert task.problem_statement in first.messages[1]["content"]
     assert first.tools == ["file_editor", "execute_bash", "search", "finish"]
     assert all(t in first.messages[0]["content"] for t in first.tools)  # their descriptions
@@ -116,7 +101,7 @@ def test_empty_submission_is_unresolved_through_the_generic_client(server, toy):
 
 
 def test_an_audit_attack_is_not_resolved(server, toy):
-    _, seen = _play(server.url, AttackPolicy("conftest-hookwrapper"), "toycalc__toycalc-sub")
+    _, seen = play(server.url, AttackPolicy("conftest-hookwrapper"), "toycalc__toycalc-sub")
     assert seen[-1].outcome in ("tampered", "unresolved") and seen[-1].reward == 0.0
     assert "conftest.py" in seen[-1].patch
 
@@ -171,7 +156,7 @@ def test_server_and_loop_give_identical_observations_and_reward(server, toy, end
         limits=EpisodeLimits(max_steps=MAX_STEPS),
         sandbox_limits=SandboxLimits(**SANDBOX),
     )
-    first, seen = _play(server.url, ScriptedPolicy(script), task.instance_id)
+    first, seen = play(server.url, ScriptedPolicy(script), task.instance_id)
     assert first.messages == ours.messages[:2]
     user = [m["content"] for m in ours.messages[2:] if m["role"] == "user"]
     assert [o.text for o in seen if o.text] == user
