@@ -1,17 +1,14 @@
-"""Open holes: the pytest launcher's own state is within the code under test's reach.
+"""The pytest launcher's own state is within the code under test's reach; the vault's is not.
 
-The vault (the audit hook's closure) is out of reach: nothing refers to it and enumerating
-objects is refused. The launcher's checks are not: they are closures of its plugin's methods,
-reachable from the plugin object pytest's plugin manager holds (or from the launcher's frames),
-and what they judge with (its `Trust`, its record of the runner's code, the `check` each report
-calls) can be mutated or rebound from there, by package code alone, with no audit event. Each
-attack below leaves the bug in place and, with one rebinding more, replaces
-`TestReport.from_item_and_call` under a trusted file name (an attack that is tampered on its own:
-`test_grading_launcher.py`'s targeted one), flipping only the graded test's failure.
-
-Strict xfails until the vault makes these judgments itself from its own records (issue #42's
-next step): the launcher would then only report, and the vault would compare the watched
-callables and judge code at each report, out of reach.
+The launcher's checks are closures of its plugin's methods, reachable from the plugin object
+pytest's plugin manager holds (or from the launcher's frames), and what they judge with (its
+`Trust`, the `check` each report calls, the seal module's classes and helpers) can be mutated or
+rebound from there by package code alone, with no audit event. Each attack below leaves the bug
+in place and, with one rebinding more, replaces `TestReport.from_item_and_call` under a trusted
+file name (tampered on its own, the last test), flipping only the graded test's failure; each
+passed with the canaries honest until the vault kept its own copy of the watched callables and
+its own Trust (a private class over a private copy of the seal's globals) and checked them
+itself at each pass and at the end (deepswe_seal.py, "watch").
 """
 
 from __future__ import annotations
@@ -92,14 +89,26 @@ def _dsw_disarm():
 _dsw_disarm()
 _dsw_flip()
 """,
+    # The seal's Trust class and helpers, found in sys.modules, told the same: every code object
+    # its file's, none the repository's (a class attribute store raises no audit event).
+    "seal-class-rebound": FLIP
+    + """
+import sys as _dsw_sys
+
+for _dsw_name, _dsw_mod in list(_dsw_sys.modules.items()):
+    if _dsw_name.endswith("_seal") and hasattr(_dsw_mod, "Trust"):
+        _dsw_mod.Trust.from_its_file = lambda self, code: True
+        _dsw_mod.Trust.repository_code = lambda self, code: False
+        _dsw_mod._walk = lambda code, found: None
+_dsw_flip()
+""",
 }
 
 
-@pytest.mark.xfail(strict=True, reason="open: the launcher's state is reachable (module doc)")
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_the_launchers_own_state_rebound_by_the_code_under_test(tmp_path: Path, name: str) -> None:
     run = launch(make_repo(tmp_path / "repo", ATTACKS[name]))
-    assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] == "FAILED", run.statuses
+    assert any("seen by the vault" in why for why in run.tampered), (run.statuses, run.tampered)
 
 
 def test_each_attack_needs_its_rebinding(tmp_path: Path) -> None:

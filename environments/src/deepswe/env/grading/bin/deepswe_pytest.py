@@ -580,6 +580,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             state["config"] = config
             if rewrite_test is not None:
                 trust.rewrite = _rewriter(rewrite_test, config)
+                post("watch", "rewrite", trust.rewrite)  # for the seal's own Trust
             if getattr(config.option, "maxfail", 0):
                 config.option.maxfail = 0  # the grader's run: -x does not stop it
 
@@ -691,6 +692,9 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         for f in (check, verdict, finish, graded_code, post, tampered)
         if isinstance(f, types.FunctionType)
     ]
+    # The vault keeps its own copy and checks it at each pass and at the end: `check` below is
+    # reachable from the plugin pytest holds, the vault is not.
+    post("watch", "callables", tuple(watched))
     return grader, finish
 
 

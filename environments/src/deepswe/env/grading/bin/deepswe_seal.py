@@ -38,6 +38,11 @@ no fix or test does, where the code asking is the repository's (`Trust.repositor
 - opening the grader's folder, any `/proc/<pid>/mem`, or bytecode of a protected file that root
   did not write (pytest's assertion-rewrite cache: the tester cannot write the protected folders'
   `__pycache__`, root made them; a cache elsewhere, through `sys.pycache_prefix`, is this).
+The watch: the launcher registers its watched callables ("watch") before any repository code
+runs; the vault keeps its own copy and, at every pass and at the end, finds each the same object
+(for a function the same code, defaults and closure) or replaced by trusted code, judged by the
+seal's own Trust (a private class over a private copy of this module's globals): the launcher's
+own checks are reachable from the plugin pytest holds, and could be disarmed.
 What it cannot stop: ctypes reaches memory without an audit event once imported (`ctypes.cast`),
 so code that finds OpenSSL's HMAC state in the process's memory can forge a report; module and
 class attributes can be rebound without an event (the launchers check those by identity). Frames:
@@ -223,6 +228,41 @@ class Trust(object):
         return owner != self.root_uid or not self.from_its_file(code)
 
 
+def _snap(obj):
+    """What identifies a callable (as the launchers' _snapshot): the object; for a function also
+    its code, defaults and closure's contents."""
+    raw = obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
+    parts = [raw]
+    if isinstance(raw, types.FunctionType):
+        parts += [raw.__code__, raw.__defaults__]
+        for cell in raw.__closure__ or ():
+            try:
+                parts.append(cell.cell_contents)
+            except ValueError:
+                parts.append(None)
+    return parts
+
+
+def _private(obj):
+    """`obj` moved to a private copy of its class, whose functions read a private copy of this
+    module's globals (see install)."""
+    scope = dict(globals())
+    body = {}
+    for name, value in vars(type(obj)).items():
+        if isinstance(value, types.FunctionType):
+            value = types.FunctionType(
+                value.__code__, scope, value.__name__, value.__defaults__, value.__closure__
+            )
+        body[name] = value
+    body.pop("__dict__", None)
+    body.pop("__weakref__", None)
+    obj.__class__ = type(type(obj).__name__, (object,), body)
+    for name in ("_compiled", "_walk"):
+        fn = scope[name]
+        scope[name] = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__)
+    return obj
+
+
 def _compiled(path):
     with open(path, "rb") as f:
         source = f.read()
@@ -254,11 +294,96 @@ def hexes(text):
     return "-" if text is None else text.encode("utf-8", "replace").hex()
 
 
-def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
+def _watcher(
+    judge,
+    _mro=type.__dict__["__mro__"].__get__,
+    _dict=type.__dict__["__dict__"].__get__,
+    _vars=vars,
+    _isinstance=isinstance,
+    _len=len,
+    _type=type,
+    _function=types.FunctionType,
+    _wrappers=(classmethod, staticmethod),
+    _snap=_snap,
+    _enumerate=enumerate,
+    _all=all,
+    _any=any,
+    _bool=bool,
+    _object=object,
+    _ValueError=ValueError,
+    _depth=4,
+):
+    """changed(entries) -> the label of the first watched callable that something other than
+    trusted code replaced, or None. Entries are (label, owner, attribute or None, snapshot: the
+    object, and for a function its code, defaults and closure's contents), registered by the
+    launcher before any repository code ran and kept by the vault alone; `judge` is the seal's own
+    Trust. Builtins are bound here: rebinding them later changes nothing."""
+    missing = _object()
+
+    def own(owner, attr):  # as inspect.getattr_static finds it, running no descriptor
+        if _isinstance(owner, _type):
+            for klass in _mro(owner):
+                found = _dict(klass).get(attr, missing)
+                if found is not missing:
+                    return found
+            return None
+        return _vars(owner).get(attr)
+
+    def same(obj, snap):
+        raw = obj.__func__ if _isinstance(obj, _wrappers) else obj
+        if raw is not snap[0]:
+            return False
+        if _len(snap) == 1:
+            return True
+        if raw.__code__ is not snap[1] or raw.__defaults__ is not snap[2]:
+            return False
+        cells = raw.__closure__ or ()
+        if _len(cells) != _len(snap) - 3:
+            return False
+        for k, cell in _enumerate(cells):
+            try:
+                value = cell.cell_contents
+            except _ValueError:
+                value = None
+            if value is not snap[3 + k]:
+                return False
+        return True
+
+    def trusted(obj, depth=_depth):
+        # what runs when `obj` is called: its functions' code, none the repository's
+        raw = obj.__func__ if _isinstance(obj, _wrappers) else obj
+        if _isinstance(raw, _function):
+            inner = [v for v in _snap(raw)[3:] if _isinstance(v, _function)] if depth else []
+            return not judge.repository_code(raw.__code__) and _all(
+                trusted(v, depth - 1) for v in inner
+            )
+        klass = raw if _isinstance(raw, _type) else _type(raw)
+        codes = [
+            (v.__func__ if _isinstance(v, _wrappers) else v).__code__
+            for k in _mro(klass)
+            if k is not _object
+            for v in _dict(k).values()
+            if _isinstance(v.__func__ if _isinstance(v, _wrappers) else v, _function)
+        ]
+        return _bool(codes) and not _any(judge.repository_code(c) for c in codes)
+
+    def changed(entries):
+        for label, owner, attr, snap in entries:
+            obj = owner if attr is None else own(owner, attr)
+            if obj is None or (not same(obj, snap) and not trusted(obj)):
+                return label
+        return None
+
+    return changed
+
+
+def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=None):
     """The report's writer and its rules: handle(kind, args) for each post. `shared["window"]`
     (set by a "window" post from the grader's own code, `from_grader(code)`) is open while pytest
-    makes and logs a report: the seal refuses setting a trace function then."""
+    makes and logs a report: the seal refuses setting a trace function then. `judge`: the seal's
+    own Trust, for the watched callables the vault itself checks ("watch")."""
     shared = {} if shared is None else shared
+    watch, replaced = [], (_watcher(judge) if judge is not None else None)
     mac = hmac.new(key, digestmod=hashlib.sha256)
     # bound here, before any repository code runs: `sys.exc_info = ...` later changes nothing
     write, getframe, exc_info = os.write, sys._getframe, sys.exc_info
@@ -308,6 +433,10 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
                         "%s reported PASSED, but the grader did not see its setUp, test and "
                         "tearDown end" % key[:200]
                     )
+        if word in ("PASSED", "XPASS") and watch:
+            which = replaced(watch)
+            if which:
+                tampered("%s replaced (seen by the vault at %s)" % (which, key[:200]))
         reported.add(key)
         if word:
             line(word + " " + shown.get(key, key))
@@ -366,6 +495,9 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
             tampered(why + " while the tests ran")
         for key in held:
             tampered("frames held for %s were never checked" % (key,))
+        which = replaced(watch) if watch else None
+        if which:
+            tampered("%s replaced (seen by the vault at the end)" % which)
         keys = state["collected"] or set()
         facts = "collected=%d,unreported=%d,sealed=%d" % (
             len(keys),
@@ -462,6 +594,21 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
                 )
         return None
 
+    def watch_(args):
+        # ("watch", entries): the launcher's watched callables, before any repository code ran;
+        # ("rewrite", fn): pytest's assertion rewriting for the seal's own Trust, watched too
+        if not grader_only("a watch of callables") or judge is None:
+            return
+        if args[0] == "rewrite":
+            fn = args[1]
+            if judge.rewrite is None:
+                judge.rewrite = fn
+                watch.append(("the grader's rewriter", fn, None, tuple(_snap(fn))))
+            return
+        if watch:
+            return tampered("callables watched twice")
+        watch.extend((e[0], e[1], e[2], tuple(e[3])) for e in args[1])
+
     def arm(args):
         # From the launcher's main frame, before the tests: its locals (the grader's functions
         # and objects its closures share) must be the same when it closes the report.
@@ -487,6 +634,7 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None):
         "reproduction": reproduction,
         "frames": frames,
         "arm": arm,
+        "watch": watch_,
         "tampered": lambda args: tampered(args[0]) if type(args[0]) is str else None,
     }
 
@@ -743,20 +891,30 @@ def install(settings, runner, runner_dirs, tracing=True):
     or profile function may be set (the reproduction's launcher)."""
     fd = int(settings["report_fd"])
     os.set_inheritable(fd, False)  # not to the tests' subprocesses
-    trust = Trust(
-        os.getcwd(),
-        settings.get("protected", []),
-        runner_dirs,
-        settings["grader_dir"],
-        settings.get("changed", []),
-    )
+
+    def made():
+        return Trust(
+            os.getcwd(),
+            settings.get("protected", []),
+            runner_dirs,
+            settings["grader_dir"],
+            settings.get("changed", []),
+        )
+
+    # Two of them: the launcher's (its checks are reachable from the plugin pytest holds, so the
+    # code under test could change what it knows) and the seal's own, which only the hook's
+    # closure refers to: every judgment the hook and the vault make is the seal's. Its class is a
+    # private copy whose functions read a private copy of this module's globals: rebinding
+    # Trust's methods (no audit event sees a class attribute stored) or this module's helpers
+    # later changes nothing for it.
+    trust, sealed = made(), _private(made())
     shared = {"window": False}
 
     def from_grader(code):
-        return trust.grader_file(code.co_filename) and trust.from_its_file(code)
+        return sealed.grader_file(code.co_filename) and sealed.from_its_file(code)
 
     handle, tampered = _vault(
-        bytes.fromhex(settings["key"]), fd, sys._getframe(1), runner, shared, from_grader
+        bytes.fromhex(settings["key"]), fd, sys._getframe(1), runner, shared, from_grader, sealed
     )
     if not SEALED:  # Python < 3.8: no audit hooks
 
@@ -764,7 +922,7 @@ def install(settings, runner, runner_dirs, tracing=True):
             handle(kind, args)
 
         return post, trust, tampered
-    checks = _seal(trust, tampered, tracing, shared)
+    checks = _seal(sealed, tampered, tracing, shared)
 
     def hook(event, args):
         if event == EVENT:
