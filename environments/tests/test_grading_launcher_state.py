@@ -115,3 +115,18 @@ def test_each_attack_needs_its_rebinding(tmp_path: Path) -> None:
     """The flip alone, without touching the launcher's state, is tampered."""
     run = launch(make_repo(tmp_path / "repo", FLIP + "\n_dsw_flip()\n"))
     assert tampered(run), run.statuses
+
+
+def test_a_watched_functions_defaults_cannot_be_stored(tmp_path: Path) -> None:
+    """The checks no longer read a watched function's code and defaults (each read is an audit
+    event): the seal refuses storing them instead, whoever's file the function is in."""
+    init = (
+        "import importlib\n"
+        "runner = importlib.import_module('_py' + 'test.runner')\n"
+        "try:\n"
+        "    runner.call_and_report.__defaults__ = (False,)\n"
+        "except PermissionError:\n"
+        "    pass\n"
+    )
+    run = launch(make_repo(tmp_path / "repo", init))
+    assert any("__defaults__ of call_and_report" in why for why in run.tampered), run.tampered

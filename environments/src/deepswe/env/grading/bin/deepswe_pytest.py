@@ -180,7 +180,9 @@ def _unchanged(obj, snap):
         return False
     if len(snap) == 1:
         return True
-    if raw.__code__ is not snap[1] or raw.__defaults__ is not snap[2]:
+    # Sealed, a watched function's code and defaults cannot be stored (the seal refuses it), and
+    # each read of them is an audit event: read them only where nothing is sealed.
+    if not seal.SEALED and (raw.__code__ is not snap[1] or raw.__defaults__ is not snap[2]):
         return False
     cells = raw.__closure__ or ()
     if len(cells) != len(snap) - 3:

@@ -335,8 +335,8 @@ def _watcher(
             return False
         if _len(snap) == 1:
             return True
-        if raw.__code__ is not snap[1] or raw.__defaults__ is not snap[2]:
-            return False
+        # its code and defaults: their stores are refused for a watched function (the seal's
+        # setattr check), so they are not read here (each read is an audit event)
         cells = raw.__closure__ or ()
         if _len(cells) != _len(snap) - 3:
             return False
@@ -604,10 +604,13 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
             if judge.rewrite is None:
                 judge.rewrite = fn
                 watch.append(("the grader's rewriter", fn, None, tuple(_snap(fn))))
+                shared.setdefault("watched", set()).add(object.__hash__(fn))
             return
         if watch:
             return tampered("callables watched twice")
         watch.extend((e[0], e[1], e[2], tuple(e[3])) for e in args[1])
+        for entry in watch:  # whose code and defaults the seal refuses to see replaced
+            shared.setdefault("watched", set()).add(object.__hash__(entry[3][0]))
 
     def arm(args):
         # From the launcher's main frame, before the tests: its locals (the grader's functions
@@ -687,9 +690,10 @@ def _seal(trust, tampered, tracing=True, shared=None):
         # __code__ of any runner's, grader's or protected function; defaults only of the grader's
         # (which binds what it needs as defaults): tests copy functions and set their defaults
         # (boltons' funcutils)
-        if name == "__code__" and trust.runner_file(path):
+        watched = object.__hash__(obj) in shared.get("watched", ())
+        if name == "__code__" and (watched or trust.runner_file(path)):
             refuse("%s of %s (%s) replaced" % (name, obj.__qualname__, path))
-        if name in ("__defaults__", "__kwdefaults__") and trust.grader_file(path):
+        if name in ("__defaults__", "__kwdefaults__") and (watched or trust.grader_file(path)):
             refuse("%s of %s (%s) replaced" % (name, obj.__qualname__, path))
 
     def open_(args):
