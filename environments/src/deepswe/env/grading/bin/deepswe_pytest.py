@@ -68,6 +68,7 @@ import unittest.case
 import deepswe_seal as seal
 
 _exit, _static = sys.exit, inspect.getattr_static
+_addr = object.__hash__  # id() without its audit event
 # From Python 3.13 a frame's f_locals writes through (PEP 667): code under test that walks up
 # its stack can rebind what pytest's suspended frames use once the test returns.
 _WRITE_THROUGH = sys.version_info >= (3, 13)
@@ -209,8 +210,8 @@ def _resolve(specs):
             value = _static(owner, attr)
         except (ImportError, AttributeError):
             continue
-        if (id(owner), attr) not in seen:
-            seen.add((id(owner), attr))
+        if (_addr(owner), attr) not in seen:
+            seen.add((_addr(owner), attr))
             out.append((spec.replace(":", "."), owner, attr, _snapshot(value)))
     return out
 
@@ -260,7 +261,7 @@ def _verdict(trust, touched, since, known):
             return "code from no file"
         path = code if isinstance(code, str) else code.co_filename
         why = by_file(path)
-        if why or not isinstance(code, types.CodeType) or known.get(id(code)) is code:
+        if why or not isinstance(code, types.CodeType) or known.get(_addr(code)) is code:
             return why
         return None if trust.from_its_file(code) else "code not its file's, named " + path
 
@@ -300,12 +301,12 @@ def _module_codes(module):
         if not isinstance(obj, types.FunctionType):
             return
         code = obj.__code__
-        if id(code) not in seen:
+        if _addr(code) not in seen:
             stack = [code]
             while stack:
                 c = stack.pop()
-                if id(c) not in seen:
-                    seen.add(id(c))
+                if _addr(c) not in seen:
+                    seen.add(_addr(c))
                     out.append(c)
                     stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
 
@@ -348,11 +349,11 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
     # every path the patch changed, the task's own files (the gold patch's) included
     changed = set(os.path.realpath(os.path.join(cwd, p)) for p in settings.get("changed", []))
     rewrite_test = getattr(_rw, "_rewrite_test", None)
-    known = {}  # id(code) -> code: what was registered before any repository code ran
+    known = {}  # _addr(code) -> code: what was registered before any repository code ran
     verdict = _verdict(trust, touched, since, known)
     state = {"config": None, "pm": None, "exec": None}
     state["prefix"] = getattr(sys, "pycache_prefix", None)  # as it was before repository code
-    state["meta_path"] = set(id(f) for f in sys.meta_path)
+    state["meta_path"] = set(_addr(f) for f in sys.meta_path)
     watched, late = _resolve(WATCHED), _resolve(TEARDOWN_ONLY)
     genuine = {}
 
@@ -381,10 +382,10 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         cannot move a link into them."""
         fspath = getattr(item, "path", None) or getattr(item, "fspath", None)
         name = str(fspath) if fspath is not None else ""
-        found = item_paths.get(id(item))
+        found = item_paths.get(_addr(item))
         if found is None or found[0] is not item or found[1] != name:
             found = (item, name, os.path.realpath(name) if name else "")
-            item_paths[id(item)] = found
+            item_paths[_addr(item)] = found
         return found[2]
 
     def graded_code(item):
@@ -506,7 +507,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             if name in ours and ours[name] not in [i.function for i in impls]:
                 tampered("the grader's hook %s removed" % name)
         for finder in sys.meta_path:
-            why = None if id(finder) in state["meta_path"] else verdict(type(finder))
+            why = None if _addr(finder) in state["meta_path"] else verdict(type(finder))
             if why:
                 tampered("import hook %r: %s" % (type(finder).__name__, why))
         if getattr(sys, "pycache_prefix", None) != state.get("prefix"):
@@ -539,14 +540,14 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             for impl in impls:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
-                    known[id(code)] = code
+                    known[_addr(code)] = code
         for module in list(sys.modules.values()):
             if not isinstance(module, types.ModuleType):
                 continue
             where = vars(module).get("__file__") or ""  # no getattr: lazy modules import on it
             if trust.runner_file(where) and not trust.is_protected(os.path.realpath(where)):
                 for code in _module_codes(module):
-                    known[id(code)] = code
+                    known[_addr(code)] = code
 
     getframe = sys._getframe
     hook_dir = ""

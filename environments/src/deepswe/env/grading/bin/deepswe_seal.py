@@ -83,6 +83,8 @@ STARTED = "# deepswe-grader report v3"
 HEADER = "=" * 27 + " short test summary info " + "=" * 28
 MARK = "# deepswe-grader: "
 SEALED = hasattr(sys, "addaudithook")
+# An object's address, as id() gives it but without id()'s audit event (the checks ask often).
+_addr = object.__hash__
 # A passing test that unittest's own TestCase.run runs ends three parts at least: setUp, the test,
 # tearDown (and each cleanup): Python 3.8 to 3.13 alike.
 PARTS = 3
@@ -175,7 +177,7 @@ class Trust(object):
 
     def from_its_file(self, code):
         """Whether `code` is code its own file holds (what a fake file name cannot give)."""
-        key = id(code)
+        key = _addr(code)
         if key not in self._judged:
             path = code.co_filename
             self._judged[key] = (code, os.path.isfile(path) and self.holds(path, code))
@@ -183,15 +185,15 @@ class Trust(object):
 
     def code_path(self, code):
         """The real path of the file `code` names, looked up once per code object."""
-        found = self._paths.get(id(code))
+        found = self._paths.get(_addr(code))
         if found is None or found[0] is not code:
-            found = self._paths[id(code)] = (code, os.path.realpath(code.co_filename))
+            found = self._paths[_addr(code)] = (code, os.path.realpath(code.co_filename))
         return found[1]
 
     def _once(self, memo, code, judge):
-        found = memo.get(id(code))
+        found = memo.get(_addr(code))
         if found is None or found[0] is not code:
-            found = memo[id(code)] = (code, judge(code))
+            found = memo[_addr(code)] = (code, judge(code))
         return found[1]
 
     def test_code(self, code):
