@@ -159,18 +159,9 @@ def _pytest11():
         return dict((ep.name, ep.module_name) for ep in eps)
 
 
-def _snapshot(obj):
-    """What identifies a callable: the object; for a function also its code, defaults, closure."""
-    raw = obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
-    parts = [raw]
-    if isinstance(raw, types.FunctionType):
-        parts += [raw.__code__, raw.__defaults__]
-        for cell in raw.__closure__ or ():
-            try:
-                parts.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                parts.append(None)
-    return parts
+# What identifies a callable: the object; for a function also its code, defaults and closure's
+# contents (the vault's own definition, which it keeps for its watch).
+_snapshot = seal._snap
 
 
 def _unchanged(obj, snap):
