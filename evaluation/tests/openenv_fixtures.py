@@ -4,22 +4,18 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
-import yaml
-
 from deepswe.data.task import Task
 from deepswe.env.sandbox.docker import client
 from deepswe.env.sandbox.owner import PID
 from deepswe.eval.audit_manifest import AuditManifest, AuditSummary, TaskAudit
+from deepswe.eval.openenv.process import ServeProcess, free_port, start_serve
 
-CLI = str(Path(sys.executable).with_name("deepswe-eval"))
 SANDBOX = {"memory": "1g", "pids": 256}
 
 
@@ -55,17 +51,9 @@ def health_manifest(tasks: list[Task], unhealthy: dict[str, str], path: Path) ->
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
-class Server:
-    url: str
-    proc: subprocess.Popen
-    log: Path
+class Server(ServeProcess):
+    """A `deepswe-eval serve` process (deepswe.eval.openenv.process) and its sandboxes."""
 
     def containers(self) -> list:
         """The sandboxes this server process made that still exist. Sparse: the engine's list
@@ -79,38 +67,14 @@ class Server:
             time.sleep(0.5)
         return left
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
 
 def start_server(folder: Path, tasks_file: Path, **openenv) -> Server:
     """`deepswe-eval serve` on a free port with an `openenv:` section of `openenv` (on top of
     the tasks, a free port and small sandboxes); waits until /health answers."""
-    port = free_port()
+    port = openenv.pop("port", None) or free_port()
     section = {"tasks": str(tasks_file), "port": port, "sandbox": SANDBOX, **openenv}
-    profile = folder / f"openenv-{port}.yaml"
-    profile.write_text(yaml.safe_dump({"openenv": section}))
-    log = folder / f"server-{port}.log"
-    proc = subprocess.Popen(
-        [CLI, "serve", "--config", str(profile)], stdout=log.open("w"), stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                return Server(url, proc, log)
-        except requests.RequestException:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"the server did not answer in 120 s: {log.read_text()[-2000:]}")
+    up = start_serve(section, folder, name=f"openenv-{port}")
+    return Server(up.url, up.proc, up.log)
 
 
 def run_client(url: str, task: Task, mode: str) -> subprocess.Popen:
