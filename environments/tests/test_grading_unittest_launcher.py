@@ -351,3 +351,31 @@ def test_honest_testcase_suites_under_the_pytest_launcher(tmp_path: Path, suite:
     assert not run.tampered, (run.tampered, run.output[-3000:])
     assert run.statuses[PYTEST_GRADED[0]] == "PASSED"
     assert run.canaries == EXPECTED
+
+
+# The launcher's own check, reached from its main frame's locals, made to compare nothing (its
+# watched list cleared), then unittest's assertEqual disarmed: only the vault's copy sees it.
+CHECK_EMPTIED = """
+import sys, unittest
+
+
+def _empty_the_check():
+    f = sys._getframe()
+    while f is not None:
+        check = f.f_locals.get("check")
+        if callable(check) and getattr(check, "__closure__", None):
+            for cell in check.__closure__:
+                if isinstance(cell.cell_contents, list):
+                    cell.cell_contents.clear()
+            return
+        f = f.f_back
+
+
+_empty_the_check()
+unittest.TestCase.assertEqual = lambda self, first, second, msg=None: None
+"""
+
+
+def test_an_emptied_launcher_check_is_covered_by_the_vaults_own_watch(tmp_path: Path) -> None:
+    statuses, canaries, tampered, output = _launch(tmp_path, CHECK_EMPTIED)
+    assert any("seen by the vault" in why for why in tampered), (statuses, tampered, output[-2000:])

@@ -238,6 +238,16 @@ def _install(post, tampered, trust):
     # unittest's test parts: a pass needs each seen ending without an exception (deepswe_seal.py)
     watched += seal.watch_parts(post, test_id, _genuine(trust))
     codes = [(f, f.__code__) for f in (hook, posting) if isinstance(f, types.FunctionType)]
+    # The vault keeps its own copy and checks it at each pass and at the end: `check` below is
+    # reachable from the objects this launcher patched into unittest, the vault is not.
+    post(
+        "watch",
+        "callables",
+        tuple(
+            ("%s.%s" % (getattr(o, "__name__", "?"), n), o, n, tuple(seal._snap(v)))
+            for o, n, v in watched
+        ),
+    )
 
     def check(final):
         for owner, name, value in watched:
