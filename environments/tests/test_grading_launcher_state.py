@@ -130,3 +130,53 @@ def test_a_watched_functions_defaults_cannot_be_stored(tmp_path: Path) -> None:
     )
     run = launch(make_repo(tmp_path / "repo", init))
     assert any("__defaults__ of call_and_report" in why for why in run.tampered), run.tampered
+
+
+# Found at the stop, open: the shared standard library rebound. os.path.realpath made to place
+# the package's own file inside pytest's folder, the launcher's watched lists emptied in place
+# (the cells the vault watches keep the same lists), and a
+# report function defined in the package itself: the vault's Trust, which resolves paths through
+# the shared os.path, takes it for pytest's. The fix is the kernel's resolution of a path
+# (/proc/self/fd of an O_PATH descriptor), with nothing the process can rebind in between.
+REALPATH_POISONED = (
+    ATTACKS["checks-disabled"]
+    .replace("_dsw_flip()\n", "")
+    .replace(
+        """            if name in ("check", "finish"):
+                cell.cell_contents = lambda *a, **k: None""",
+        """            if name in ("watched", "late") and isinstance(value, list):
+                value.clear()  # the same list: no closure the vault watches changes""",
+    )
+    + """
+import importlib, os, posixpath
+
+_dsw_reports = importlib.import_module("_py" + "test.reports")
+_dsw_rp, _dsw_here = posixpath.realpath, os.path.abspath(__file__)
+
+
+def _dsw_realpath(path, *args, **kwargs):
+    if os.path.abspath(str(path)) == _dsw_here:
+        return _dsw_rp(_dsw_reports.__file__)
+    return _dsw_rp(path, *args, **kwargs)
+
+
+posixpath.realpath = _dsw_realpath
+_dsw_real = _dsw_reports.TestReport.from_item_and_call
+
+
+def _dsw_report(cls, item, call):
+    rep = _dsw_real(item, call)
+    if rep.when == "call" and "::test_add" in rep.nodeid:
+        rep.outcome, rep.longrepr = "passed", None
+    return rep
+
+
+_dsw_reports.TestReport.from_item_and_call = classmethod(_dsw_report)
+"""
+)
+
+
+@pytest.mark.xfail(strict=True, reason="open: the seal's Trust resolves paths through os.path")
+def test_the_shared_os_path_rebound(tmp_path: Path) -> None:
+    run = launch(make_repo(tmp_path / "repo", REALPATH_POISONED))
+    assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] == "FAILED", run.statuses

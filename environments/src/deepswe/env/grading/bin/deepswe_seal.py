@@ -230,6 +230,28 @@ class Trust(object):
         return owner != self.root_uid or not self.from_its_file(code)
 
 
+def _own(
+    owner,
+    attr,
+    _mro=type.__dict__["__mro__"].__get__,
+    _dict=type.__dict__["__dict__"].__get__,
+    _vars=vars,
+    _isinstance=isinstance,
+    _type=type,
+    _missing=object(),
+):
+    """What `owner.attr` is defined as, running no descriptor or __getattr__: what
+    inspect.getattr_static finds for a module or a class, at a tenth of its cost (the launchers'
+    checks and the vault's run it at every report). Builtins are bound here."""
+    if _isinstance(owner, _type):
+        for klass in _mro(owner):
+            found = _dict(klass).get(attr, _missing)
+            if found is not _missing:
+                return found
+        return None
+    return _vars(owner).get(attr)
+
+
 def _snap(obj):
     """What identifies a callable (as the launchers' _snapshot): the object; for a function also
     its code, defaults and closure's contents."""
@@ -314,22 +336,13 @@ def _watcher(
     _object=object,
     _ValueError=ValueError,
     _depth=4,
+    own=_own,
 ):
     """changed(entries) -> the label of the first watched callable that something other than
     trusted code replaced, or None. Entries are (label, owner, attribute or None, snapshot: the
     object, and for a function its code, defaults and closure's contents), registered by the
     launcher before any repository code ran and kept by the vault alone; `judge` is the seal's own
     Trust. Builtins are bound here: rebinding them later changes nothing."""
-    missing = _object()
-
-    def own(owner, attr):  # as inspect.getattr_static finds it, running no descriptor
-        if _isinstance(owner, _type):
-            for klass in _mro(owner):
-                found = _dict(klass).get(attr, missing)
-                if found is not missing:
-                    return found
-            return None
-        return _vars(owner).get(attr)
 
     def same(obj, snap):
         raw = obj.__func__ if _isinstance(obj, _wrappers) else obj
