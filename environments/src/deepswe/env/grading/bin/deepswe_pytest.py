@@ -248,6 +248,14 @@ def _verdict(trust, touched, since, known):
     return verdict
 
 
+def _pass_hook(config):
+    """The run's enable_assertion_pass_hook (pytest >= 5), which changes what rewriting makes."""
+    try:
+        return bool(config.getini("enable_assertion_pass_hook"))
+    except Exception:  # an older pytest: no such ini value
+        return False
+
+
 def _rewriter(rewrite_test, config):
     """path -> the code pytest's assertion rewriting makes of it (its own `_rewrite_test`, as
     captured before repository code ran), across pytest's signatures."""
@@ -563,7 +571,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
             state["config"] = config
             if rewrite_test is not None:
                 trust.rewrite = _rewriter(rewrite_test, config)
-                post("watch", "rewrite", trust.rewrite)  # for the seal's own Trust
+                post("watch", "rewrite", trust.rewrite, _pass_hook(config))  # for the seal's
             if getattr(config.option, "maxfail", 0):
                 config.option.maxfail = 0  # the grader's run: -x does not stop it
 

@@ -43,6 +43,12 @@ runs; the vault keeps its own copy and, at every pass and at the end, finds each
 (for a function the same code, defaults and closure) or replaced by trusted code, judged by the
 seal's own Trust (a private class over a private copy of this module's globals): the launcher's
 own checks are reachable from the plugin pytest holds, and could be disarmed.
+The private scope: the seal's Trust, the vault and the capability checks read a copy of this
+module's globals made before any repository code runs (_sealed_scope), with their own builtins,
+copies of os, sys and types, the kernel's resolution of a path (_kernel_paths), an HMAC of
+hashlib's C objects (_hmac_sha256) and pytest's rewriting done in a clean child interpreter
+(_clean_rewriter): what they read, the code under test cannot rebind (os.path.realpath,
+builtins.open, ast.parse each once made the package's own function pass for pytest's).
 What it cannot stop: ctypes reaches memory without an audit event once imported (`ctypes.cast`),
 so code that finds OpenSSL's HMAC state in the process's memory can forge a report; module and
 class attributes can be rebound without an event (the launchers check those by identity). Frames:
@@ -72,8 +78,8 @@ Standalone: the standard library only, in the syntax of the oldest Python a task
 
 import functools
 import hashlib
-import hmac
 import inspect
+import marshal
 import os
 import sys
 import types
@@ -83,6 +89,7 @@ STARTED = "# deepswe-grader report v3"
 HEADER = "=" * 27 + " short test summary info " + "=" * 28
 MARK = "# deepswe-grader: "
 SEALED = hasattr(sys, "addaudithook")
+_sys_module = sys
 # An object's address, as id() gives it but without id()'s audit event (the checks ask often).
 _addr = object.__hash__
 # A passing test that unittest's own TestCase.run runs ends three parts at least: setUp, the test,
@@ -118,6 +125,7 @@ class Trust(object):
         # what only root reads: the settings, the report as root keeps it
         self.private = self.grader_dir + "private"
         self.rewrite = None  # set by the pytest launcher: path -> code, as pytest rewrites it
+        self.clean = None  # the seal's own: (interpreter, folders) for _clean_rewriter
         self._codes, self._judged = {}, {}
         # per code object (kept, so its id is never reused): its file's real path, and whether it
         # is the repository's / a repository test file's. A code object's file name never changes,
@@ -205,7 +213,7 @@ class Trust(object):
         path = self.code_path(code)
         if not self.in_repository(path):
             return False
-        rel = os.path.relpath(path, self.workdir).split(os.sep)
+        rel = path[len(self.workdir) + 1 :].split(os.sep)  # under it: in_repository
         in_tests = any(p in ("tests", "test", "testing", "r2e_tests") for p in rel[:-1])
         name = rel[-1]
         named = name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py")
@@ -228,6 +236,123 @@ class Trust(object):
         except OSError:
             return True  # code from no file: exec'd text
         return owner != self.root_uid or not self.from_its_file(code)
+
+
+def _hmac_sha256(key, sha256=hashlib.sha256, _bytes=bytes, _len=len):
+    """HMAC-SHA256 (RFC 2104) as (update, hexdigest) over hashlib's own hash objects, whose types
+    no code can change: hmac.HMAC is a Python class, and a method of it rebound by the code under
+    test (no audit event sees a class attribute stored) would be handed the vault's MAC state."""
+    block = 64
+    if _len(key) > block:
+        key = sha256(key).digest()
+    key = key + b"\0" * (block - _len(key))
+    inner = sha256(_bytes(b ^ 0x36 for b in key))
+    outer = _bytes(b ^ 0x5C for b in key)
+
+    def hexdigest():
+        return sha256(outer + inner.digest()).hexdigest()
+
+    return inner.update, hexdigest
+
+
+class _Frozen(object):
+    """A module's attributes as they were when the seal was made (its own copy: rebinding the
+    module's later changes nothing here), some replaced."""
+
+    def __init__(self, attrs, **replaced):
+        self.__dict__.update(attrs)
+        self.__dict__.update(replaced)
+
+
+def _kernel_paths(
+    _open=os.open,
+    _close=os.close,
+    _readlink=os.readlink,
+    _stat=os.stat,
+    _getcwd=os.getcwd,
+    _isinstance=isinstance,
+    _str=str,
+    _OSError=OSError,
+    _len=len,
+    _path_flags=getattr(os, "O_PATH", 0) | getattr(os, "O_CLOEXEC", 0),
+    _fallback=os.path.realpath,
+):
+    """(path functions, busy): the few of os.path the seal's judgments use, made of the builtins
+    bound here. `realpath` asks the kernel (an O_PATH descriptor's /proc/self/fd link): the shared
+    os.path, and every module function it calls, can be rebound by the code under test (no audit
+    event sees a module attribute stored) to place its own file in the runner's folder. `busy()`:
+    this thread is inside realpath, whose own open the seal's "open" check lets through."""
+    from _thread import get_ident as _ident
+
+    resolving = set()
+    kernel = _path_flags and os.path.isdir("/proc/self/fd")
+
+    def split(path):
+        cut = path.rfind("/") + 1
+        head, tail = path[:cut], path[cut:]
+        if head and head != "/" * _len(head):
+            head = head.rstrip("/")
+        return head, tail
+
+    def join(path, *more):
+        for part in more:
+            if part.startswith("/"):
+                path = part
+            elif not path or path.endswith("/"):
+                path = path + part
+            else:
+                path = path + "/" + part
+        return path
+
+    def realpath(path):
+        if not _isinstance(path, _str):
+            path = _str(path)
+        if not kernel:
+            return _fallback(path)
+        if not path.startswith("/"):
+            path = join(_getcwd(), path)
+        me = _ident()
+        resolving.add(me)
+        try:
+            fd = _open(path, _path_flags)
+        except _OSError:
+            fd = None
+        finally:
+            resolving.discard(me)
+        if fd is None:  # not there (yet): its folder resolved, the rest as written
+            head, tail = split(path)
+            if not tail or head == path:
+                return head or "/"
+            base = realpath(head)
+            if tail == ".":
+                return base
+            if tail == "..":
+                return split(base)[0] or "/"
+            return join(base, tail)
+        try:
+            return _readlink("/proc/self/fd/%d" % fd)
+        finally:
+            _close(fd)
+
+    def isfile(path):
+        try:
+            return (_stat(path).st_mode & 0o170000) == 0o100000
+        except _OSError:
+            return False
+
+    def busy():
+        return _ident() in resolving
+
+    functions = _Frozen(
+        {},
+        realpath=realpath,
+        isfile=isfile,
+        join=join,
+        split=split,
+        dirname=lambda path: split(path)[0],
+        basename=lambda path: path[path.rfind("/") + 1 :],
+    )
+    return functions, busy
 
 
 def _own(
@@ -267,12 +392,38 @@ def _snap(obj):
     return parts
 
 
-def _private(obj):
-    """`obj` moved to a private copy of its class, whose functions read a private copy of this
-    module's globals (see install)."""
+def _sealed_scope():
+    """(scope, busy): a private copy of this module's globals, for the seal's own judgments (its
+    Trust, the vault, the capability checks), made before any repository code runs. Each function
+    of the module is copied to read it, and it holds its own builtins, its own copies of os, sys
+    and types, and the kernel's path functions (_kernel_paths): rebinding a builtin, a module
+    attribute or a function of this module later changes nothing for what reads this scope."""
+    import builtins
+
+    paths, busy = _kernel_paths()
     scope = dict(globals())
+    scope["__builtins__"] = dict(vars(builtins))
+    scope["os"] = _Frozen(vars(os), path=paths, sep="/")
+    scope["sys"] = _Frozen(vars(sys))
+    scope["types"] = _Frozen(vars(types))
+    mine = globals()
+    copies = {}
+    for name, value in list(scope.items()):
+        if isinstance(value, types.FunctionType) and value.__globals__ is mine:
+            copies[value] = scope[name] = types.FunctionType(
+                value.__code__, scope, value.__name__, None, value.__closure__
+            )
+    for original, copy in copies.items():  # defaults naming this module's functions: the copies
+        if original.__defaults__:
+            copy.__defaults__ = tuple(copies.get(d, d) for d in original.__defaults__)
+    scope["Trust"] = _private_class(Trust, scope)
+    return scope, busy
+
+
+def _private_class(klass, scope):
+    """A private copy of `klass` whose functions read `scope`."""
     body = {}
-    for name, value in vars(type(obj)).items():
+    for name, value in vars(klass).items():
         if isinstance(value, types.FunctionType):
             value = types.FunctionType(
                 value.__code__, scope, value.__name__, value.__defaults__, value.__closure__
@@ -280,11 +431,7 @@ def _private(obj):
         body[name] = value
     body.pop("__dict__", None)
     body.pop("__weakref__", None)
-    obj.__class__ = type(type(obj).__name__, (object,), body)
-    for name in ("_compiled", "_walk"):
-        fn = scope[name]
-        scope[name] = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__)
-    return obj
+    return type(klass.__name__, (object,), body)
 
 
 def _compiled(path):
@@ -298,6 +445,114 @@ def _walk(code, found):
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             _walk(const, found)
+
+
+def _clean_rewriter(
+    executable,
+    search,
+    flag,
+    _spawn=getattr(os, "posix_spawn", None),
+    _pipe=os.pipe,
+    _read=os.read,
+    _write=os.write,
+    _close=os.close,
+    _waitpid=os.waitpid,
+    _OSError=OSError,
+    _Exception=Exception,
+    _loads=marshal.loads,
+    _here=os.path.abspath(__file__),
+):
+    """path -> the code pytest's assertion rewriting makes of the file at `path`, as a pytest no
+    code under test touched makes it: a child interpreter (`executable -I`, this file run as a
+    script, the folders `search` after its own) reads the path on its stdin and writes the code
+    marshalled; None when it cannot. The rewriting in this process runs pytest's code and the
+    ast and pathlib it calls, all of which the code under test can rebind (a shared ast.parse
+    made to give, for a file root owns, the package's own function), so the seal's Trust never
+    asks it. `flag`: the run's enable_assertion_pass_hook. A child per file, on first need: an
+    honest run rarely asks (code rewritten by pytest that the seal judges)."""
+    argv = [executable, "-I", _here, "--rewrite", "1" if flag else "0"] + list(search)
+
+    def rewrite(path):
+        if _spawn is None:
+            return None
+        r_in, w_in = _pipe()
+        r_out, w_out = _pipe()
+        try:
+            actions = [
+                (os.POSIX_SPAWN_DUP2, r_in, 0),
+                (os.POSIX_SPAWN_DUP2, w_out, 1),
+                (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
+            ]
+            pid = _spawn(executable, argv, {"PATH": "/usr/bin:/bin"}, file_actions=actions)
+        except _OSError:
+            for fd in (r_in, w_in, r_out, w_out):
+                _close(fd)
+            return None
+        _close(r_in)
+        _close(w_out)
+        data, chunks = path.encode("utf-8", "surrogateescape"), []
+        try:
+            while data:
+                data = data[_write(w_in, data) :]
+        except _OSError:
+            pass
+        _close(w_in)
+        while True:
+            chunk = _read(r_out, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _close(r_out)
+        _waitpid(pid, 0)
+        try:
+            return _loads(b"".join(chunks)) if chunks else None
+        except _Exception:  # cut short (read away by another reader of this process)
+            return None
+
+    return rewrite
+
+
+def _serve_rewrite(argv):
+    """The child of _clean_rewriter: argv [flag, folders...]; the path on stdin, the code pytest's
+    assertion rewriting makes of it marshalled on stdout (nothing when it cannot)."""
+    import marshal
+
+    os.chdir("/")
+    sys.path.extend(argv[1:])
+    path = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+    from _pytest.assertion import rewrite as rewriting
+
+    flag = argv[0] == "1"
+
+    class Config(object):
+        # what pytest's rewriting asks of a config, across its versions: the one ini value, and
+        # older versions' trace
+        def getini(self, name):
+            return flag if name == "enable_assertion_pass_hook" else None
+
+        def __getattr__(self, name):
+            return self
+
+        def __call__(self, *args, **kwargs):
+            return None
+
+    config, rewrite_test = Config(), rewriting._rewrite_test
+    calls = [lambda: rewrite_test(config, __import__("py").path.local(path))]  # pytest < 5
+    try:
+        from pathlib import Path
+
+        calls = [lambda: rewrite_test(Path(path), config), lambda: rewrite_test(path, config)]
+        calls.append(lambda: rewrite_test(config, __import__("py").path.local(path)))
+    except ImportError:
+        pass
+    for call in calls:
+        try:
+            code = call()[1]
+        except Exception:  # another pytest's signature
+            continue
+        if isinstance(code, types.CodeType):
+            sys.stdout.buffer.write(marshal.dumps(code))
+        return
 
 
 def _caller(skip_dirs):
@@ -399,7 +654,7 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
     own Trust, for the watched callables the vault itself checks ("watch")."""
     shared = {} if shared is None else shared
     watch, replaced = [], (_watcher(judge) if judge is not None else None)
-    mac = hmac.new(key, digestmod=hashlib.sha256)
+    mac_update, mac_hexdigest = _hmac_sha256(key)
     # bound here, before any repository code runs: `sys.exc_info = ...` later changes nothing
     write, getframe, exc_info = os.write, sys._getframe, sys.exc_info
     state = {"closed": False, "collected": None, "said": set(), "unreported": 0}
@@ -413,7 +668,7 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
 
     def line(text):
         data = (text.replace("\n", " ").replace("\r", " ") + "\n").encode("utf-8", "replace")
-        mac.update(data)
+        mac_update(data)
         while data:
             data = data[write(fd, data) :]
 
@@ -520,8 +775,8 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
             1 if SEALED else 0,
         )
         head = "deepswe-grader: %s returned %d %s" % (runner, code, facts)
-        mac.update(head.encode("utf-8"))
-        tail = "=" * 10 + " " + head + " " + mac.hexdigest() + " " + "=" * 10 + "\n"
+        mac_update(head.encode("utf-8"))
+        tail = "=" * 10 + " " + head + " " + mac_hexdigest() + " " + "=" * 10 + "\n"
         data = tail.encode("utf-8")
         while data:
             data = data[write(fd, data) :]
@@ -615,11 +870,11 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         if not grader_only("a watch of callables") or judge is None:
             return
         if args[0] == "rewrite":
-            fn = args[1]
-            if judge.rewrite is None:
-                judge.rewrite = fn
-                watch.append(("the grader's rewriter", fn, None, tuple(_snap(fn))))
-                shared.setdefault("watched", set()).add(object.__hash__(fn))
+            # pytest is configured: the seal's Trust rewrites as a clean pytest does (the
+            # launcher's rewriter, args[1], runs code the code under test can rebind)
+            if judge.rewrite is None and judge.clean is not None:
+                flag = len(args) > 2 and args[2] is True
+                judge.rewrite = _clean_rewriter(judge.clean[0], judge.clean[1], flag)
             return
         if watch:
             return tampered("callables watched twice")
@@ -668,7 +923,7 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
     return handle, tampered
 
 
-def _seal(trust, tampered, tracing=True, shared=None):
+def _seal(trust, tampered, tracing=True, shared=None, busy=None):
     """The capability events: event -> check(args), each raising PermissionError to refuse.
     `tracing` False: setting a trace or profile function is refused too, whoever asks; else
     refused where the repository asks (through the standard library too: threading's
@@ -715,8 +970,8 @@ def _seal(trust, tampered, tracing=True, shared=None):
         path = args[0]
         if isinstance(path, bytes):
             path = path.decode("utf-8", "replace")
-        if not isinstance(path, str):
-            return  # a descriptor
+        if not isinstance(path, str) or (busy is not None and busy()):
+            return  # a descriptor, or the kernel's resolution of a path the seal asked for
         real = os.path.realpath(path)
         if real == trust.private or real.startswith(trust.private + os.sep):
             refuse("opening the grader's private files (%s)" % path)
@@ -781,9 +1036,11 @@ def _source_of(pyc):
     """`a/__pycache__/b.cpython-311-pytest-8.3.4.pyc` -> `a/b.py`; under a pycache prefix the
     same, the prefix's folders mirroring the source's."""
     folder, name = os.path.split(pyc)
-    prefix = getattr(sys, "pycache_prefix", None)
-    if prefix and pyc.startswith(os.path.realpath(prefix) + os.sep):
-        base = os.sep + os.path.relpath(folder, os.path.realpath(prefix))
+    # the live module's (the seal's private scope has a copy of sys: the prefix can change)
+    prefix = getattr(_sys_module, "pycache_prefix", None)
+    real = os.path.realpath(prefix) if prefix else None
+    if real and pyc.startswith(real + os.sep):
+        base = folder[len(real) :]
     elif os.path.basename(folder) == "__pycache__":
         base = os.path.dirname(folder)
     else:
@@ -922,17 +1179,29 @@ def install(settings, runner, runner_dirs, tracing=True):
 
     # Two of them: the launcher's (its checks are reachable from the plugin pytest holds, so the
     # code under test could change what it knows) and the seal's own, which only the hook's
-    # closure refers to: every judgment the hook and the vault make is the seal's. Its class is a
-    # private copy whose functions read a private copy of this module's globals: rebinding
-    # Trust's methods (no audit event sees a class attribute stored) or this module's helpers
-    # later changes nothing for it.
-    trust, sealed = made(), _private(made())
+    # closure refers to: every judgment the hook and the vault make is the seal's. It, the vault
+    # and the capability checks read a private scope (_sealed_scope): rebinding Trust's methods
+    # (no audit event sees a class attribute stored), this module's helpers, a builtin or the
+    # shared os.path later changes nothing for them.
+    scope, busy = _sealed_scope()
+    trust, sealed = (
+        made(),
+        scope["Trust"](
+            os.getcwd(),
+            settings.get("protected", []),
+            runner_dirs,
+            settings["grader_dir"],
+            settings.get("changed", []),
+        ),
+    )
+    sealed.clean = (sys.executable, sorted(set(os.path.dirname(d) for d in runner_dirs)))
     shared = {"window": False}
+    grader_file, from_its_file = sealed.grader_file, sealed.from_its_file
 
     def from_grader(code):
-        return sealed.grader_file(code.co_filename) and sealed.from_its_file(code)
+        return grader_file(code.co_filename) and from_its_file(code)
 
-    handle, tampered = _vault(
+    handle, tampered = scope["_vault"](
         bytes.fromhex(settings["key"]), fd, sys._getframe(1), runner, shared, from_grader, sealed
     )
     if not SEALED:  # Python < 3.8: no audit hooks
@@ -941,10 +1210,10 @@ def install(settings, runner, runner_dirs, tracing=True):
             handle(kind, args)
 
         return post, trust, tampered
-    checks = _seal(sealed, tampered, tracing, shared)
+    checks, ours = scope["_seal"](sealed, tampered, tracing, shared, busy), EVENT
 
     def hook(event, args):
-        if event == EVENT:
+        if event == ours:
             handle(args[0], args[1:])
             return
         check = checks.get(event)
@@ -957,3 +1226,7 @@ def install(settings, runner, runner_dirs, tracing=True):
         trust,
         lambda reason: sys.audit(EVENT, "tampered", reason),
     )
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--rewrite"]:
+    _serve_rewrite(sys.argv[2:])
