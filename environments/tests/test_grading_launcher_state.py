@@ -284,3 +284,76 @@ def test_an_honest_graded_test_asking_the_seal_is_judged_by_its_rewritten_code(
     run = launch(repo)
     assert not tampered(run), run.tampered
     assert run.statuses["tests/test_ops.py::test_add"] == "PASSED", run.statuses
+
+
+# The launcher alone decided which code a graded test ran (graded_code) and which import hooks
+# were trusted: its Trust, found among its main frame's locals, emptied of the protected and
+# changed files in place, every set its checks close over emptied too, and a finder ahead of
+# pytest's that, once the graded module has run, rebinds its graded test to the package's no-op.
+SWAPPED_TEST = """
+import sys as _dsw_sys
+
+_dsw_f = _dsw_sys._getframe()
+while _dsw_f is not None:
+    _dsw_t = _dsw_f.f_locals.get("trust")
+    if type(_dsw_t).__name__ == "Trust":
+        _dsw_t.protected.clear()
+        _dsw_t.changed.clear()
+        break
+    _dsw_f = _dsw_f.f_back
+# every set the launcher's checks close over emptied in place (the files the patch touched)
+_dsw_todo, _dsw_seen = [v for v in _dsw_f.f_locals.values() if callable(v)], set()
+while _dsw_todo:
+    _dsw_fn = _dsw_todo.pop()
+    if id(_dsw_fn) in _dsw_seen or not getattr(_dsw_fn, "__closure__", None):
+        continue
+    _dsw_seen.add(id(_dsw_fn))
+    for _dsw_cell in _dsw_fn.__closure__:
+        try:
+            _dsw_v = _dsw_cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(_dsw_v, set):
+            _dsw_v.clear()
+        elif callable(_dsw_v):
+            _dsw_todo.append(_dsw_v)
+
+
+def _dsw_noop():
+    pass
+
+
+class _DswFinder(object):
+    def find_spec(self, name, path=None, target=None):
+        if not name.endswith("test_ops"):
+            return None
+        for finder in _dsw_sys.meta_path:
+            if finder is self:
+                continue
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                real = spec.loader.exec_module
+
+                def exec_module(module, real=real):
+                    real(module)
+                    module.test_add = _dsw_noop
+
+                spec.loader.exec_module = exec_module
+                return spec
+        return None
+
+
+_dsw_sys.meta_path.insert(0, _DswFinder())
+"""
+
+
+def test_the_graded_test_swapped_where_the_launcher_alone_looked(tmp_path: Path) -> None:
+    """Passed with the bug in place, canaries honest, nothing tampered, until the vault read the
+    function pytest calls, the hook implementations and the import hooks itself
+    (deepswe_seal._pytest_watch)."""
+    run = launch(make_repo(tmp_path / "repo", SWAPPED_TEST))
+    assert any("does not run its file's code (seen by the vault" in why for why in run.tampered), (
+        run.statuses,
+        run.tampered,
+    )
+    assert any("import hook '_DswFinder'" in why for why in run.tampered), run.tampered

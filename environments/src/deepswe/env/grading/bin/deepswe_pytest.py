@@ -560,6 +560,13 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         def pytest_plugin_registered(self, plugin, manager):
             if state["pm"] is None:
                 state["pm"], state["exec"] = manager, getattr(manager, "_inner_hookexec", None)
+                # the same facts, for the vault's own checks (deepswe_seal._pytest_watch)
+                mine = dict((n, vars(Grader)[n]) for n in RUN_HOOKS if n in vars(Grader))
+                post("pytest", "pm", manager, tuple(RUN_HOOKS), mine)
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_pyfunc_call(self, pyfuncitem):
+            post("pytest", "calling", pyfuncitem)  # the vault reads the function pytest calls
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_load_initial_conftests(self, early_config):
@@ -582,6 +589,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(self, session, config, items):
             post("collected", tuple((item.nodeid, pos(item.nodeid)) for item in items))
+            post("pytest", "items", tuple((item.nodeid, item) for item in items))
             state["items"] = dict((item.nodeid, item) for item in items)
             for item in items:
                 graded_code(item)  # each graded test's function as collected, remembered

@@ -49,6 +49,10 @@ copies of os, sys and types, the kernel's resolution of a path (_kernel_paths), 
 hashlib's C objects (_hmac_sha256) and pytest's rewriting done in a clean child interpreter
 (_clean_rewriter): what they read, the code under test cannot rebind (os.path.realpath,
 builtins.open, ast.parse each once made the package's own function pass for pytest's).
+The pytest watch: what the pytest launcher alone once decided (its state is reachable, and was
+emptied), the vault decides itself from pytest's objects read as stored (_pytest_watch): the
+function pytest is about to call for a graded test, the hook implementations a test runs through,
+pluggy's hook execution and the import hooks, as pytest calls each test and at each pass.
 What it cannot stop: ctypes reaches memory without an audit event once imported (`ctypes.cast`),
 so code that finds OpenSSL's HMAC state in the process's memory can forge a report; module and
 class attributes can be rebound without an event (the launchers check those by identity). Frames:
@@ -76,12 +80,14 @@ exception escaped it; a PASSED needs three parts seen ending, none raising (the 
 Standalone: the standard library only, in the syntax of the oldest Python a task image may have.
 """
 
+import _imp
 import functools
 import hashlib
 import inspect
 import marshal
 import os
 import sys
+import time
 import types
 
 EVENT = "deepswe.grader"
@@ -192,11 +198,33 @@ class Trust(object):
         return self._judged[key][1]
 
     def code_path(self, code):
-        """The real path of the file `code` names, looked up once per code object."""
+        """The real path of the file `code` names, looked up once per code object (a frozen
+        module's name, `<frozen posixpath>`, as it is)."""
         found = self._paths.get(_addr(code))
         if found is None or found[0] is not code:
-            found = self._paths[_addr(code)] = (code, os.path.realpath(code.co_filename))
+            name = code.co_filename
+            real = name if _frozen_name(name) else os.path.realpath(name)
+            found = self._paths[_addr(code)] = (code, real)
         return found[1]
+
+    def frozen(self, code):
+        """Whether `code` is code of the frozen module its file name names (Python 3.11 on
+        freezes os, posixpath and others into the interpreter): what the interpreter's own frozen
+        bytes give, not merely the name (any code can be compiled under it)."""
+        name = _frozen_name(code.co_filename)
+        if not name:
+            return False
+        key = (code.co_filename, "frozen")
+        if key not in self._codes:
+            found = set()
+            try:
+                top = _imp.get_frozen_object(name)
+            except Exception:  # not frozen in this interpreter
+                top = None
+            if top is not None:
+                _walk(top, found)
+            self._codes[key] = found
+        return code in self._codes[key]
 
     def _once(self, memo, code, judge):
         found = memo.get(_addr(code))
@@ -228,6 +256,8 @@ class Trust(object):
         return self._once(self._repo, code, self._repository_code)
 
     def _repository_code(self, code):
+        if _frozen_name(code.co_filename):
+            return not self.frozen(code)
         path = self.code_path(code)
         if self.in_repository(path) and not self.is_protected(path):
             return True
@@ -406,6 +436,7 @@ def _sealed_scope():
     scope["os"] = _Frozen(vars(os), path=paths, sep="/")
     scope["sys"] = _Frozen(vars(sys))
     scope["types"] = _Frozen(vars(types))
+    scope["_imp"] = _Frozen(vars(_imp))
     mine = globals()
     copies = {}
     for name, value in list(scope.items()):
@@ -438,6 +469,13 @@ def _compiled(path):
     with open(path, "rb") as f:
         source = f.read()
     return compile(source, path, "exec", dont_inherit=True, optimize=sys.flags.optimize)
+
+
+def _frozen_name(path):
+    """`<frozen posixpath>` -> "posixpath"; "" for any other file name."""
+    if path.startswith("<frozen ") and path.endswith(">"):
+        return path[8:-1]
+    return ""
 
 
 def _walk(code, found):
@@ -583,6 +621,7 @@ def _watcher(
     _type=type,
     _function=types.FunctionType,
     _wrappers=(classmethod, staticmethod),
+    _method=types.MethodType,
     _snap=_snap,
     _enumerate=enumerate,
     _all=all,
@@ -593,8 +632,9 @@ def _watcher(
     _depth=4,
     own=_own,
 ):
-    """changed(entries) -> the label of the first watched callable that something other than
-    trusted code replaced, or None. Entries are (label, owner, attribute or None, snapshot: the
+    """(changed, trusted): changed(entries) -> the label of the first watched callable that
+    something other than trusted code replaced, or None; trusted(obj): whether what calling `obj`
+    runs is none of the repository's code. Entries are (label, owner, attribute or None, snapshot: the
     object, and for a function its code, defaults and closure's contents), registered by the
     launcher before any repository code ran and kept by the vault alone; `judge` is the seal's own
     Trust. Builtins are bound here: rebinding them later changes nothing."""
@@ -622,6 +662,7 @@ def _watcher(
     def trusted(obj, depth=_depth):
         # what runs when `obj` is called: its functions' code, none the repository's
         raw = obj.__func__ if _isinstance(obj, _wrappers) else obj
+        raw = raw.__func__ if _isinstance(raw, _method) else raw
         if _isinstance(raw, _function):
             inner = [v for v in _snap(raw)[3:] if _isinstance(v, _function)] if depth else []
             return not judge.repository_code(raw.__code__) and _all(
@@ -644,7 +685,134 @@ def _watcher(
                 return label
         return None
 
-    return changed
+    return changed, trusted
+
+
+def _field(obj, name, _own=_own, _type=type, _member=types.MemberDescriptorType, _vars=vars):
+    """`obj.name` as stored, a slot's value or the instance dict's entry, running no property,
+    descriptor or __getattr__ of anyone's; None when absent."""
+    found = _own(_type(obj), name)
+    if isinstance(found, _member):
+        try:
+            return found.__get__(obj)
+        except AttributeError:
+            return None
+    try:
+        return _vars(obj).get(name)
+    except TypeError:
+        return None
+
+
+def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat):
+    """(check(key, at_call), post(args)): what the pytest launcher alone once decided, decided by
+    the vault from pytest's own objects read as stored (_field): the function pytest is about to
+    call for a test collected from a protected file is that file's (or a repository test file's
+    the patch did not change, through decorators whose closure calls what they name as wrapped),
+    every implementation of the hooks a test is run and reported through is trusted code and the
+    grader's own are among them, pluggy's hook execution is the one there was before any
+    repository code ran, and every import hook is one there was then or trusted code. The
+    launcher's own checks of the same are reachable from the plugin pytest holds (its Trust, the
+    sets its closures share, its caches), so code under test could empty them."""
+    hookexec = _field(pm, "_inner_hookexec")
+    protected = [(p[len(judge.workdir) + 1 :], p) for p in judge.protected]
+    # key -> item; _addr(item) -> (item, key); key -> why not, as pytest was about to call it
+    items, keys, calls = {}, {}, {}
+
+    def protected_of(key):
+        name = key.split("::")[0]
+        for rel, real in protected:
+            if rel == name or rel.endswith("/" + name):
+                return real
+        return None
+
+    def written(path):
+        try:
+            st = _stat(path)
+        except OSError:
+            return True
+        return max(st.st_mtime, st.st_ctime) > since
+
+    def graded(key, item):
+        path = protected_of(key)
+        if path is None:
+            return None
+        fn, why = _field(item, "_obj"), "the graded test %s does not run its file's code" % key
+        if fn is None and _own(type(item), "_getobj") is None:
+            return None  # not a Python object's item (a doctest): nothing here calls a function
+        for _ in range(8):
+            raw = fn.__func__ if isinstance(fn, types.MethodType) else fn
+            if not isinstance(raw, types.FunctionType):
+                return why
+            code = raw.__code__
+            where = judge.code_path(code)
+            if where == path:
+                return None if judge.holds(path, code) else why
+            if judge.test_code(code) and not written(where):
+                return None  # a repository test file's own: a mixin, a generator
+            inner = _field(raw, "__wrapped__")
+            if not closes_over(raw, inner):
+                return why
+            # a decorator: an installed one, or the repository's own from a file the patch did
+            # not change and nothing wrote during the run (scikit-learn's ignore_warnings)
+            if judge.in_repository(where):
+                if where in judge.changed or written(where) or not judge.from_its_file(code):
+                    return why
+            elif judge.repository_code(code):
+                return why
+            fn = inner
+        return why
+
+    def hooks_why():
+        now = _field(pm, "_inner_hookexec")
+        if now is not hookexec and not trusted(now):
+            return "pluggy's hook execution replaced"
+        relay = _field(pm, "hook")
+        for name in hooks:
+            caller = _field(relay, name) if relay is not None else None
+            if caller is None:
+                continue
+            impls = _field(caller, "_hookimpls")
+            if impls is None:  # pluggy < 1.1
+                impls = (_field(caller, "_nonwrappers") or []) + (_field(caller, "_wrappers") or [])
+            functions = [_field(impl, "function") for impl in impls]
+            for fn in functions:
+                if not trusted(fn):
+                    raw = fn.__func__ if isinstance(fn, types.MethodType) else fn
+                    is_function = isinstance(raw, types.FunctionType)
+                    where = raw.__code__.co_filename if is_function else type(raw).__name__
+                    return "hook %s implemented by the code under test (%s)" % (name, where)
+            mine = ours.get(name)
+            raws = [f.__func__ if isinstance(f, types.MethodType) else f for f in functions]
+            if mine is not None and not any(r is mine for r in raws):
+                return "the grader's hook %s removed" % name
+        return None
+
+    def finders_why():
+        for finder in list(vars(_sys_module)["meta_path"]):
+            if not any(finder is f for f in finders) and not trusted(type(finder)):
+                return "import hook %r of the code under test" % type(finder).__name__
+        return None
+
+    def check(key, at_call):
+        item = items.get(key)
+        why = calls.get(key) if key in calls else (graded(key, item) if item is not None else None)
+        if at_call:
+            calls[key] = why
+        return why or hooks_why() or finders_why()
+
+    def post(args):
+        if args[0] == "items" and not items:
+            for key, item in args[1]:
+                items[key] = item
+                keys[_addr(item)] = (item, key)
+            return None
+        if args[0] == "calling":
+            found = keys.get(_addr(args[1]))
+            if found is not None and found[0] is args[1]:
+                return check(found[1], True)
+        return None
+
+    return check, post
 
 
 def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=None):
@@ -653,7 +821,10 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
     makes and logs a report: the seal refuses setting a trace function then. `judge`: the seal's
     own Trust, for the watched callables the vault itself checks ("watch")."""
     shared = {} if shared is None else shared
-    watch, replaced = [], (_watcher(judge) if judge is not None else None)
+    watch, (replaced, trusted) = [], (_watcher(judge) if judge is not None else (None, None))
+    # what pytest's own objects hold, judged by the vault itself ("pytest" posts): made on the
+    # first, with the import hooks there were before any repository code ran
+    finders, since, pytest_watch = tuple(vars(sys)["meta_path"]), time.time(), []
     mac_update, mac_hexdigest = _hmac_sha256(key)
     # bound here, before any repository code runs: `sys.exc_info = ...` later changes nothing
     write, getframe, exc_info = os.write, sys._getframe, sys.exc_info
@@ -707,6 +878,10 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
             which = replaced(watch)
             if which:
                 tampered("%s replaced (seen by the vault at %s)" % (which, key[:200]))
+        if word in ("PASSED", "XPASS") and pytest_watch:
+            why = pytest_watch[0](key, False)
+            if why:
+                tampered("%s (seen by the vault at %s)" % (why, key[:200]))
         reported.add(key)
         if word:
             line(word + " " + shown.get(key, key))
@@ -882,6 +1057,21 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         for entry in watch:  # whose code and defaults the seal refuses to see replaced
             shared.setdefault("watched", set()).add(object.__hash__(entry[3][0]))
 
+    def pytest_(args):
+        # ("pm", manager, hook names, {name: the grader's own hook function}) once, before any
+        # repository code ran; ("items", ((key, item), ...)) once collected; ("calling", item)
+        # as pytest is about to call a test function
+        if not grader_only("pytest's facts") or judge is None or not SEALED:
+            return  # below Python 3.8 the vault is reachable: nothing to gain from its checks
+        if args[0] == "pm" and not pytest_watch:
+            pytest_watch.extend(
+                _pytest_watch(judge, trusted, args[1], args[2], args[3], finders, since)
+            )
+        elif pytest_watch:
+            why = pytest_watch[1](args)
+            if why:
+                tampered("%s (seen by the vault)" % why)
+
     def arm(args):
         # From the launcher's main frame, before the tests: its locals (the grader's functions
         # and objects its closures share) must be the same when it closes the report.
@@ -908,6 +1098,7 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         "frames": frames,
         "arm": arm,
         "watch": watch_,
+        "pytest": pytest_,
         "tampered": lambda args: tampered(args[0]) if type(args[0]) is str else None,
     }
 
