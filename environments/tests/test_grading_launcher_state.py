@@ -357,3 +357,64 @@ def test_the_graded_test_swapped_where_the_launcher_alone_looked(tmp_path: Path)
         run.tampered,
     )
     assert any("import hook '_DswFinder'" in why for why in run.tampered), run.tampered
+
+
+# Found 2026-12-07, open: code under test that runs while the runner decides the outcome. Called by
+# the graded test (add), the package sets a trace function on pytest's CallInfo.from_call frame
+# (reached by f_back; neither the walk nor the store raises an audit event) and a global one (its
+# audit event carries no argument, and coverage.py sets one), then, once the test has raised,
+# jumps from_call past its capture of the exception (f_lineno), clears both, and the test passes
+# with the bug in place, canaries honest: the launcher's check that no tracer of the code under
+# test is installed when pytest makes the report finds none. The same class: gc callbacks, signal
+# handlers and threads of the code under test, which run at any point and can mutate the runner's
+# objects (a report before it is logged). environments/README.md, "What stays reachable".
+JUMP = """
+import linecache as _dsw_lc
+import sys as _dsw_sys
+
+
+def _dsw_local(frame, event, arg):
+    if event != "line":
+        return _dsw_local
+    text = _dsw_lc.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    if not text.startswith("excinfo = ExceptionInfo.from_current()"):
+        return _dsw_local
+    n = frame.f_lineno + 1
+    while _dsw_lc.getline(frame.f_code.co_filename, n).strip() != "result = None":
+        n += 1
+    frame.f_lineno = n
+    frame.f_trace = None
+    _dsw_sys.settrace(None)
+    return None
+
+
+def _dsw_none(frame, event, arg):
+    return None
+
+
+def _dsw_arm():
+    # called by the code under test while the graded test runs: pytest's from_call frame traced
+    f = _dsw_sys._getframe(1)
+    names = []
+    while f is not None:
+        names.append(f.f_code.co_name)
+        if f.f_code.co_name == "from_call" and "test_add" in names:
+            f.f_trace = _dsw_local
+            f.f_trace_lines = True
+            _dsw_sys.settrace(_dsw_none)
+            return
+        f = f.f_back
+"""
+
+
+@pytest.mark.xfail(
+    strict=True, reason="open: a tracer of the code under test jumps pytest's frames"
+)
+def test_a_tracer_jumps_pytest_past_the_exception(tmp_path: Path) -> None:
+    from test_grading_launcher import OPS
+
+    repo = make_repo(tmp_path / "repo", JUMP)
+    armed = OPS.replace("def add(a, b):\n", "def add(a, b):\n    import calc; calc._dsw_arm()\n")
+    (repo / "calc" / "ops.py").write_text(armed)
+    run = launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
+    assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
