@@ -7,7 +7,10 @@ Layers on top of a base image, each tagged by a hash of what went into it:
                         (shared by every task with the same environment)
   deepswe/history:<hash> env + the repository's git objects up to a cut before base_commit,
                         shared by the tasks of one repository and year (images/history.py)
-  deepswe/task:<hash>   history (or env) + the repository at base_commit in /testbed + the
+  deepswe/tree:<hash>   history (or env) + the working tree of a reference commit before
+                        base_commit, shared by the tasks of one quarter (images/worktree.py)
+  deepswe/task:<hash>   tree (or history, or env) + the repository at base_commit in /testbed
+                        (only the paths that differ from the tree image's, and .git) + the
                         install commands
 
 Both layers install offline (PIP_NO_INDEX, PIP_FIND_LINKS, kept in the image so a sandbox's
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -57,6 +59,14 @@ from deepswe.env.images.progress import Heartbeat
 from deepswe.env.images.recipe import base_image_tag, python_version
 from deepswe.env.images.submodules import check_out as check_out_submodules
 from deepswe.env.images.wheels import manylinux_platforms, pip_install_command
+from deepswe.env.images.worktree import (
+    check_out_tree,
+    date_back,
+    delta_context,
+    ensure_tree_image,
+    reference_commit,
+    tree_delta,
+)
 
 # 2: PYTHONDONTWRITEBYTECODE. 3: offline wheelhouses kept, pip steps, apt, host pythons, old
 # tags. 4: the venv's packages visible to its base interpreter.
@@ -78,6 +88,9 @@ TESTBED_VENV = "/testbed/.venv"  # EnvironmentSpec.venv_in_testbed: R2E-Gym's la
 # trajectories), and running code writes __pycache__ beside it (the patch never carries it).
 # Empty values switch both off; the build steps before this line keep them.
 R2E_RUNTIME_ENV = "ENV PYTHONUNBUFFERED= PYTHONDONTWRITEBYTECODE="
+# The task layer's /testbed as a delta over a shared tree image (images/worktree.py): every task
+# tag is new, the environment and history images are not.
+TASK_LAYOUT = "tree-1"
 RACY_S = 2  # an index entry whose file is younger than this is "racily clean" (git: 1 s + slack)
 
 
@@ -130,7 +143,7 @@ def task_image_tag(task: Task) -> str:
     """The tag of `task`'s own image (no building)."""
     spec = _spec(task)
     parts = [RECIPE_VERSION, env_image_tag(spec), _source_id(spec.source), task.base_commit]
-    parts.append(spec.install)
+    parts += [spec.install, TASK_LAYOUT]
     if spec.files:  # tags of specs without files stay what they were
         parts.append([f.model_dump() for f in spec.files])
     if spec.venv_in_testbed:
@@ -148,17 +161,6 @@ def _source_id(source: str) -> str:
     """A stable name for a repository source: a local path resolved, a URL as given."""
     p = Path(source).expanduser()
     return str(p.resolve()) if p.exists() else source
-
-
-def _date_back(tree: Path, seconds: int) -> None:
-    """Set the mtime of every file under `tree` but .git's `seconds` into the past (symlinks
-    themselves, not what they point to)."""
-    then = time.time() - seconds
-    for root, dirs, files in os.walk(tree):
-        if Path(root) == tree:
-            dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files:
-            os.utime(Path(root) / name, (then, then), follow_symlinks=False)
 
 
 def _wheelhouse(spec: EnvironmentSpec, folder: Path, key: str) -> Wheelhouse:
@@ -322,8 +324,16 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
                 parent = Path(spec.source).absolute().parent
                 for line in check_out_submodules(ctx / "testbed", parent):
                     log(f"{task.instance_id}: {line}")
+            ref = reference_commit(ctx / "testbed")
+            if ref is not None:  # before the split takes the reference's objects away
+                beat.doing(f"checking out the shared working tree at {ref[:12]}")
+                check_out_tree(ctx / "testbed", ref, Path(tmp) / "tree" / "tree")
+                delta = tree_delta(ctx / "testbed", ref)
             beat.doing("splitting the history layer (git repack)")
             start = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
+            if ref is not None:
+                beat.doing("building the shared working tree's layer")
+                start = ensure_tree_image(start, ref, Path(tmp) / "tree", log)
             # What one task of an environment had to learn, its siblings download up front.
             beat.doing("fetching the project's own requirements")
             wheels = _wheelhouse(spec, ctx / "wheels", env.replace("/", "_").replace(":", "_"))
@@ -334,8 +344,14 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         lines = [f"FROM {start}", "COPY wheels /wheels-task", f"ENV {TASK_FIND_LINKS}"]
         # COPY gives every file a new ctime: refresh the index now (it hashes, writes nothing),
         # or the first `git commit -a` / `add` re-writes every blob, and git "freshens" (utimes)
-        # the packs holding them: the whole history pack copied up into this layer.
-        lines += ["COPY testbed /testbed", "WORKDIR /testbed"]
+        # the packs holding them: the whole history pack copied up into this layer. (It reads
+        # the tree image's files without writing them: overlayfs copies none of them up.)
+        if ref is None:
+            lines += ["COPY testbed /testbed"]
+        else:  # only what differs from the tree image's /testbed (images/worktree.py)
+            (ctx / "testbed").rename(Path(tmp) / "checkout")
+            lines += delta_context(Path(tmp) / "checkout", *delta, ctx)
+        lines += ["WORKDIR /testbed"]
         if spec.venv_in_testbed:  # never in a snapshot or a patch (deepswe.env.workspace)
             lines += ["RUN mkdir -p .git/info && echo /.venv >> .git/info/exclude"]
         # An index written in the same second as a file's mtime leaves that entry "racily clean"
@@ -343,7 +359,7 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
         # written just now: dated back here (COPY keeps mtimes), so the refresh need not wait
         # out their second; a file still that new in the image (another clock: a remote
         # engine) waits it out. Directories have no index entry.
-        _date_back(ctx / "testbed", RACY_S + 1)
+        date_back(ctx / "testbed", RACY_S + 1)
         lines += [
             'RUN if [ -n "$(find . -path ./.git -prune -o ! -type d -newermt '
             f'"@$(( $(date +%s) - {RACY_S} ))" -print -quit)" ]; then sleep {RACY_S}; fi; '
