@@ -188,6 +188,8 @@ def one(row: dict, mirror: Path, folder: Path, rules: str | None = None) -> dict
         sizes.history_mb,
         sizes.task_mb,
     )
+    if sizes.tree_mb:  # the shared working tree (images/worktree.py); absent in older results
+        res["tree_mb"] = sizes.tree_mb
     if rules is not None:  # --rules: the same row graded under other rules (issue #42: strict)
         task = task.model_copy(
             update={"test_spec": task.test_spec.model_copy(update={"rules": rules})}
@@ -223,9 +225,15 @@ def one(row: dict, mirror: Path, folder: Path, rules: str | None = None) -> dict
 
 HEADER = (
     "| repository (version) | instance | Python | gold | empty | build s (env + task) | grade s (gold) "
-    "| env MB | history MB | task layer MB | agrees with swebench |\n"
+    "| env MB | history (+ tree) MB | task layer MB | agrees with swebench |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def _shared(r: dict) -> str:
+    """The history MB, and the shared working tree's beside it where the task image has one."""
+    tree = f" + {r['tree_mb']} tree" if r.get("tree_mb") else ""
+    return f"{r.get('history_mb', 0)}{tree}"
 
 
 def table_row(r: dict) -> str:
@@ -236,7 +244,7 @@ def table_row(r: dict) -> str:
     build = f"{r['build_s']} ({r.get('env_s', '?')} + {r.get('task_s', '?')})"
     return (
         f"| {repo} | {r['instance_id']} | {r['python']} | {r['gold']} | {r['empty']} | "
-        f"{build} | {r['gold_grade_s']} | {r['env_mb']} | {r.get('history_mb', 0)} | "
+        f"{build} | {r['gold_grade_s']} | {r['env_mb']} | {_shared(r)} | "
         f"{r['task_layer_mb']} | {'yes' if r['agrees'] else 'NO'} |"
         + (" gold fails in the reference too |" if r["instance_id"] in REFERENCE_GOLD_FAILS else "")
     )

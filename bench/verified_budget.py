@@ -5,9 +5,17 @@ translate to the same pip steps, Python and Debian packages share one, as reques
 do) one; each environment and base-commit year one history layer (images/history.py). A layer's
 MB and build seconds come from bench/verified.py's results: the spec's own measurement where one
 was built, else the mean of its repository's, else the mean of all. Base images (Debian variants) are
-shared and not counted. Printed as a markdown table per repository and a total.
+shared and not counted. Printed as a markdown table per repository and a total, beside Epoch's
+30 GiB for all of Verified as a ratio.
 
-Run: DEEPSWE_VERIFIED_DIR=DIR .venv/bin/python bench/verified_budget.py [--out runs/bench-verified]
+Task layers built over a shared working tree (images/worktree.py; their results carry
+`tree_mb`) hold only what their base commit changes: in a repository with any such row, the
+task layer is estimated from those rows alone (the older, whole-checkout rows would overstate
+it), and each environment and base-commit quarter counts one tree layer. A repository with
+none is counted as it was measured, whole checkouts in every task layer. Several --out folders
+may be given; a later one's row replaces an earlier one's of the same instance.
+
+Run: DEEPSWE_VERIFIED_DIR=DIR .venv/bin/python bench/verified_budget.py [--out DIR ...]
 """
 
 from __future__ import annotations
@@ -52,6 +60,9 @@ def eligible_rows(root: Path) -> list[dict]:
     ]
 
 
+EPOCH_GIB = 30  # Epoch AI's slimmed SWE-Bench-Verified images, all 500 rows (issue #45)
+
+
 def _year(root: Path, row: dict) -> str:
     repo = root / "mirror" / row["repo"].replace("/", "__")
     res = subprocess.run(
@@ -62,13 +73,18 @@ def _year(root: Path, row: dict) -> str:
             "show",
             "-s",
             "--format=%cd",
-            "--date=format:%Y",
+            "--date=format:%Y %m",
             row["base_commit"],
         ],
         capture_output=True,
         text=True,
     )
     return res.stdout.strip()
+
+
+def _quarter(year_month: str) -> tuple[str, int]:
+    year, month = year_month.split()
+    return year, (int(month) - 1) // 3
 
 
 def _estimate(measured: dict, key: tuple[str, str], repo: str, field: str) -> float:
@@ -80,6 +96,16 @@ def _estimate(measured: dict, key: tuple[str, str], repo: str, field: str) -> fl
     return mean(same_repo or [r[field] for rs in measured.values() for r in rs])
 
 
+def _tree_rows(measured: dict) -> dict:
+    """The rows built over a shared working tree, in the repositories that have any."""
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for key, rs in measured.items():
+        for r in rs:
+            if "tree_mb" in r:
+                out[key].append(r)
+    return out
+
+
 def budget(root: Path, results: list[dict]) -> str:
     built = [r for r in results if "env_mb" in r]
     measured: dict[tuple[str, str], list[dict]] = defaultdict(list)
@@ -89,6 +115,9 @@ def budget(root: Path, results: list[dict]) -> str:
     env_s = mean(env_builds) if env_builds else 0.0
     per_repo: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     histories: set[tuple[str, str]] = set()
+    trees: set[tuple[str, tuple[str, int]]] = set()
+    treed = _tree_rows(measured)
+    treed_repos = {k[0] for k in treed}
     envs: set[str] = set()
     cloned = {p.name for p in (root / "mirror").iterdir()}
     uncloned: set[str] = set()
@@ -99,37 +128,52 @@ def budget(root: Path, results: list[dict]) -> str:
             continue
         acc = per_repo[repo]
         acc["rows"] += 1
-        acc["task_mb"] += _estimate(measured, key, repo, "task_layer_mb")
+        layout = treed if repo in treed_repos else measured  # see the module doc
+        acc["task_mb"] += _estimate(layout, key, repo, "task_layer_mb")
         acc["task_s"] += _estimate(measured, key, repo, "task_s")
         env = env_tag(row, root / "mirror")
+        year, quarter = _quarter(_year(root, row))
+        if repo in treed_repos and (env, (year, quarter)) not in trees:
+            trees.add((env, (year, quarter)))
+            acc["trees"] += 1
+            acc["tree_mb"] += _estimate(treed, key, repo, "tree_mb")
         if env not in envs:
             envs.add(env)
             acc["envs"] += 1
             acc["env_mb"] += _estimate(measured, key, repo, "env_mb")
-        hist = (env, _year(root, row))
+        hist = (env, year)
         if hist not in histories:
             histories.add(hist)
             acc["histories"] += 1
             acc["history_mb"] += _estimate(measured, key, repo, "history_mb")
     lines = [
-        "| repository | rows | environments | histories | env GB | history GB | task GB | total GB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| repository | rows | environments | histories | trees | env GB | history GB | tree GB "
+        "| task GB | total GB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     total: dict[str, float] = defaultdict(float)
+    layers = ("env_mb", "history_mb", "tree_mb", "task_mb")
     for repo, acc in sorted(per_repo.items()):
-        gb = {k: acc[k] / 1000 for k in ("env_mb", "history_mb", "task_mb")}
-        for k in ("rows", "envs", "histories", "task_s"):
+        gb = {k: acc[k] / 1000 for k in layers}
+        for k in ("rows", "envs", "histories", "trees", "task_s"):
             total[k] += acc[k]
         for k, v in gb.items():
             total[k] += v
         lines.append(
             f"| {repo} | {acc['rows']:.0f} | {acc['envs']:.0f} | {acc['histories']:.0f} | "
-            f"{gb['env_mb']:.1f} | {gb['history_mb']:.1f} | {gb['task_mb']:.1f} | {sum(gb.values()):.1f} |"
+            f"{acc['trees']:.0f} | {' | '.join(f'{gb[k]:.1f}' for k in layers)} | "
+            f"{sum(gb.values()):.1f} |"
         )
-    all_gb = total["env_mb"] + total["history_mb"] + total["task_mb"]
+    all_gb = sum(total[k] for k in layers)
     lines.append(
         f"| all | {total['rows']:.0f} | {total['envs']:.0f} | {total['histories']:.0f} | "
-        f"{total['env_mb']:.1f} | {total['history_mb']:.1f} | {total['task_mb']:.1f} | {all_gb:.1f} |"
+        f"{total['trees']:.0f} | {' | '.join(f'{total[k]:.1f}' for k in layers)} | {all_gb:.1f} |"
+    )
+    epoch_gb = EPOCH_GIB * 2**30 / 1e9
+    lines.append(
+        f"\n{all_gb:.1f} GB against Epoch's {EPOCH_GIB} GiB ({epoch_gb:.1f} GB): "
+        f"{all_gb / epoch_gb:.2f}x; shared working trees measured in: "
+        f"{', '.join(sorted(treed_repos)) or 'none'}"
     )
     hours = (total["envs"] * env_s + total["task_s"]) / 3600
     lines.append(
@@ -144,14 +188,18 @@ def budget(root: Path, results: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("runs/bench-verified"))
+    ap.add_argument("--out", type=Path, nargs="+", default=[Path("runs/bench-verified")])
     args = ap.parse_args()
     root = os.environ.get("DEEPSWE_VERIFIED_DIR")
     if not root:
         print("bench/verified_budget.py: set DEEPSWE_VERIFIED_DIR (bench/verified.py); skipped")
         return
-    results = [json.loads(p.read_text()) for p in sorted(args.out.glob("*/result.json"))]
-    print(budget(Path(root), results))
+    by_id = {}  # a later folder's row replaces an earlier one's (module doc)
+    for out in args.out:
+        for p in sorted(out.glob("*/result.json")):
+            r = json.loads(p.read_text())
+            by_id[r["instance_id"]] = r
+    print(budget(Path(root), list(by_id.values())))
 
 
 if __name__ == "__main__":
