@@ -169,7 +169,7 @@ def test_two_tasks_of_a_quarter_share_the_tree_and_testbed_is_the_whole_checkout
     from deepswe.env.sandbox import SandboxLimits
     from deepswe.env.sandbox.docker import DockerSandbox, client
 
-    repo, bases, _ = _history(tmp_path, monkeypatch)
+    repo, bases, ref = _history(tmp_path, monkeypatch)
     spec = EnvironmentSpec(source=str(repo), pip=["iniconfig"])
     tags = []
     for base in bases:
@@ -193,6 +193,10 @@ def test_two_tasks_of_a_quarter_share_the_tree_and_testbed_is_the_whole_checkout
     assert trees[0].id == trees[1].id
     for tag in tags:
         assert client().images.get(tag).attrs["Size"] - trees[0].attrs["Size"] < BIG // 3
+    # the pack up to the reference is the tree image's (the 2021-02 commit), not the task's
+    packs = (
+        f"for p in /testbed/.git/objects/pack/*.idx; do git show-index < $p | grep -c {ref}; done"
+    )
     want = tmp_path / "whole"  # what every task layer copied before the tree image
     prepare_repository(str(repo), bases[1], want)
     listing = (
@@ -200,12 +204,20 @@ def test_two_tasks_of_a_quarter_share_the_tree_and_testbed_is_the_whole_checkout
         " && find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
     )
     facts = (
-        "git status --porcelain --ignored; git symbolic-ref HEAD; git rev-parse HEAD;"
+        "git fsck --connectivity-only --no-dangling --no-progress 2>&1;"
+        " git status --porcelain --ignored; git symbolic-ref HEAD; git rev-parse HEAD;"
         " git for-each-ref; git rev-list --objects --all | LC_ALL=C sort | sha256sum"
     )
     with DockerSandbox(tags[1], SandboxLimits(memory="1g", pids=256)) as sb:
         got = sb.run(f"cd /testbed && {listing} && {facts}", timeout=120)
     assert got.exit_code == 0, got.output
+    with DockerSandbox(trees[0].tags[0], SandboxLimits(memory="1g", pids=256)) as sb:
+        in_tree = sb.run(packs, timeout=60)
+    with DockerSandbox(tags[1], SandboxLimits(memory="1g", pids=256)) as sb:
+        in_task = sb.run(packs, timeout=60)
+    # history pack, tree pack: the reference once; the task adds a pack without it
+    assert sorted(in_tree.stdout.split()) == ["0", "1"], in_tree.output
+    assert sorted(in_task.stdout.split()) == ["0", "0", "1"], in_task.output
     local = subprocess.run(
         ["bash", "-c", f"{listing} && {facts}"], cwd=want, capture_output=True, text=True
     )

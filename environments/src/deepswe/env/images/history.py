@@ -134,24 +134,42 @@ def tags_merged(repo: Path, commit: str) -> list[str]:
     return sorted(_git(repo, "tag", "--merged", commit).split())
 
 
-def split_history(repo: Path, cut: str, objects_dir: Path) -> None:
+def split_history(
+    repo: Path, cut: str, objects_dir: Path, below: tuple[str, Path] | None = None
+) -> None:
     """Move the objects reachable from `cut` (and the tags it contains) out of `repo` into one
     pack under `objects_dir`/pack; `repo` keeps one pack of the rest. Together they are `repo`
-    again, which is checked before returning."""
-    before = [cut, *(f"refs/tags/{t}" for t in tags_merged(repo, cut))]
-    after = ["HEAD", *(f"refs/tags/{t}" for t in tags_merged(repo, "HEAD"))]
+    again, which is checked before returning. `below`: an earlier split of `repo` (its cut,
+    its objects folder), whose objects this pack leaves out (the tree image's pack between the
+    history's and the task's, images/worktree.py)."""
+    info = repo / ".git" / "objects" / "info"
+    info.mkdir(exist_ok=True)
+    lower = [] if below is None else [below[1].resolve()]
+    if lower:  # the earlier split's objects, which this pack's walk reads but leaves out
+        (info / "alternates").write_text(f"{lower[0]}\n")
+    try:
+        under = [] if below is None else [below[0], *_tags(repo, below[0])]
+        _split(repo, [cut, *_tags(repo, cut)], under, objects_dir)
+        # The packs together must hold everything HEAD and the kept tags reach.
+        (info / "alternates").write_text("".join(f"{d}\n" for d in [*lower, objects_dir.resolve()]))
+        _git(repo, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
+    finally:
+        (info / "alternates").unlink(missing_ok=True)
+
+
+def _tags(repo: Path, commit: str) -> list[str]:
+    return [f"refs/tags/{t}" for t in tags_merged(repo, commit)]
+
+
+def _split(repo: Path, before: list[str], under: list[str], objects_dir: Path) -> None:
+    after = ["HEAD", *_tags(repo, "HEAD")]
     git_dir = repo / ".git"
     own = git_dir / "own-pack"
     (objects_dir / "pack").mkdir(parents=True, exist_ok=True)
     own.mkdir()
-    _git(
-        repo,
-        "pack-objects",
-        "-q",
-        "--revs",
-        str(objects_dir / "pack" / "pack"),
-        stdin="\n".join(before),
-    )
+    out = str(objects_dir / "pack" / "pack")
+    not_under = ["--not", *under] if under else []
+    _git(repo, "pack-objects", "-q", "--revs", out, stdin="\n".join([*before, *not_under]))
     _git(
         repo,
         "pack-objects",
@@ -168,10 +186,3 @@ def split_history(repo: Path, cut: str, objects_dir: Path) -> None:
             shutil.rmtree(graph)
         else:
             graph.unlink(missing_ok=True)
-    # Both packs together must hold everything HEAD and the kept tags reach.
-    info.mkdir(exist_ok=True)
-    (info / "alternates").write_text(f"{objects_dir.resolve()}\n")
-    try:
-        _git(repo, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
-    finally:
-        (info / "alternates").unlink()

@@ -90,7 +90,7 @@ TESTBED_VENV = "/testbed/.venv"  # EnvironmentSpec.venv_in_testbed: R2E-Gym's la
 R2E_RUNTIME_ENV = "ENV PYTHONUNBUFFERED= PYTHONDONTWRITEBYTECODE="
 # The task layer's /testbed as a delta over a shared tree image (images/worktree.py): every task
 # tag is new, the environment and history images are not.
-TASK_LAYOUT = "tree-1"
+TASK_LAYOUT = "tree-2"
 RACY_S = 2  # an index entry whose file is younger than this is "racily clean" (git: 1 s + slack)
 
 
@@ -279,12 +279,15 @@ def prepare_repository(source: str, base_commit: str, dest: Path) -> str | None:
     return said
 
 
-def _history_image(env: str, spec: EnvironmentSpec, repo: Path, folder: Path, log: Log) -> str:
+def _history_image(
+    env: str, spec: EnvironmentSpec, repo: Path, folder: Path, log: Log
+) -> tuple[str, tuple[str, Path] | None]:
     """The image a task layer starts FROM: the shared history image of `repo`'s cut (built if
-    missing), with those objects moved out of `repo`; `env` when there is no cut (history.py)."""
+    missing), with those objects moved out of `repo`; `env` when there is no cut (history.py).
+    With it the cut and where its objects went (None without)."""
     cut = history_cut(repo)
     if cut is None:
-        return env
+        return env, None
     key = _hash(RECIPE_VERSION, env, _source_id(spec.source), cut, tags_merged(repo, cut))
     tag = f"deepswe/history:{key}"
     split_history(repo, cut, folder / "objects")
@@ -294,7 +297,7 @@ def _history_image(env: str, spec: EnvironmentSpec, repo: Path, folder: Path, lo
         failed = docker_build(folder, dockerfile, tag, {"deepswe.kind": "history"}, log)
         if failed:
             raise ImageBuildError(f"{tag}: {failed[-2000:]}")
-    return tag
+    return tag, (cut, folder / "objects")
 
 
 def ensure_task_image(task: Task, log: Log = print) -> str:
@@ -330,9 +333,11 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
                 check_out_tree(ctx / "testbed", ref, Path(tmp) / "tree" / "tree")
                 delta = tree_delta(ctx / "testbed", ref)
             beat.doing("splitting the history layer (git repack)")
-            start = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
+            start, below = _history_image(env, spec, ctx / "testbed", Path(tmp) / "history", log)
             if ref is not None:
                 beat.doing("building the shared working tree's layer")
+                if below is None or below[0] != ref:  # the objects up to ref go with its tree
+                    split_history(ctx / "testbed", ref, Path(tmp) / "tree" / "objects", below)
                 start = ensure_tree_image(start, ref, Path(tmp) / "tree", log)
             # What one task of an environment had to learn, its siblings download up front.
             beat.doing("fetching the project's own requirements")

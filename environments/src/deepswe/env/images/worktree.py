@@ -8,14 +8,18 @@ that base_commit no longer has:
 
     deepswe/history:<hash>  ->  deepswe/tree:<hash>  ->  deepswe/task:<hash>
                                 /testbed at reference     /testbed/.git, the changed paths,
-                                (files only, no .git)     the removed ones deleted
+                                (its files, and a pack    the removed ones deleted, a pack
+                                of the objects after      of the objects after reference
+                                the cut up to it)
 
 The reference is the last first-parent ancestor of base_commit committed before the first day
 of base_commit's quarter (Verified's Django rows: 21 references; the year's cut would leave
 twice the changed bytes per task, a month's more tree images than it saves, measured on
 verified.jsonl's trees). It comes before base_commit, so the tree layer holds nothing a policy
-could not already see, and it holds files only: the task's .git (HEAD, refs, index, its pack)
-is the one the whole checkout had. Overlayfs copies a file whole into the upper layer only when
+could not already see; its files come with no index, refs or HEAD, and its pack holds what
+reference reaches (the history's year after the cut, up to the quarter; ~8 MB of Django's), so
+each task's own pack starts at reference. The task's .git (HEAD, refs, index) is the one the
+whole checkout had, its objects the same across the three packs. Overlayfs copies a file whole into the upper layer only when
 it is written; the task layer never writes an unchanged path, and `git update-index --refresh`
 reads them without writing. So /testbed is the same repository, file for file, as a checkout of
 base_commit: same HEAD, index, refs and objects, same paths and bytes.
@@ -40,8 +44,9 @@ from pathlib import Path
 from deepswe.env.images.base import ImageBuildError, Log
 from deepswe.env.images.engine import docker_build, image_exists
 
-# 1: the reference is the last first-parent ancestor before base_commit's quarter.
-TREE_LAYOUT = "1"
+# 1: the reference is the last first-parent ancestor before base_commit's quarter. 2: with a
+# pack of the objects after the history cut up to the reference.
+TREE_LAYOUT = "2"
 GONE = "testbed.gone"  # NUL-separated paths the task layer removes from the tree layer's
 GONE_IN_IMAGE = "/tmp/deepswe-gone"
 BACKDATE_S = 3  # what images/task.py's racy-clean check waits out (RACY_S + 1)
@@ -132,7 +137,8 @@ def date_back(tree: Path, seconds: int = BACKDATE_S) -> None:
 
 def ensure_tree_image(start: str, ref: str, folder: Path, log: Log) -> str:
     """The tree image of `ref` on `start` (the history or env image), built if missing from
-    `folder`/tree, which check_out_tree filled before the history split took `ref`'s objects."""
+    `folder`/tree, which check_out_tree filled before the history split took `ref`'s objects,
+    and `folder`/objects, the pack of what `ref` reaches beyond the history image's cut."""
     key = hashlib.sha256(json.dumps([TREE_LAYOUT, start, ref]).encode()).hexdigest()[:16]
     tag = f"deepswe/tree:{key}"
     if image_exists(tag):
@@ -140,6 +146,8 @@ def ensure_tree_image(start: str, ref: str, folder: Path, log: Log) -> str:
     log(f"building {tag} (the working tree at {ref[:12]})")
     date_back(folder / "tree")
     dockerfile = f"FROM {start}\nCOPY tree /testbed/\n"
+    if (folder / "objects").is_dir():  # the history from the cut up to ref (history.py)
+        dockerfile += "COPY objects/pack /testbed/.git/objects/pack/\n"
     failed = docker_build(folder, dockerfile, tag, {"deepswe.kind": "tree"}, log)
     if failed:
         raise ImageBuildError(f"{tag}: {failed[-2000:]}")
