@@ -263,7 +263,7 @@ def test_the_seals_rewriting_is_a_clean_pytests(tmp_path: Path) -> None:
 
     test = make_repo(tmp_path / "repo") / "tests" / "test_ops.py"
     sites = sorted({str(Path(pytest.__file__).parent.parent)})
-    made = deepswe_seal._clean_rewriter(sys.executable, sites, False)(str(test))
+    made = deepswe_seal._clean_rewriter(sys.executable, sites, False)[0](str(test))
     assert made is not None and made == _rewrite_test(test, None)[1]
     assert made != compile(test.read_text(), str(test), "exec", dont_inherit=True)
 

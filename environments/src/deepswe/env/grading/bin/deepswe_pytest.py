@@ -381,7 +381,12 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         the graded file's own (as written or as pytest rewrites it), or a repository test file's
         that the patch did not change (a mixin it inherits, a generator that made it), reached
         through a decorator's `__wrapped__` where its closure calls what it names. Reported only
-        for a test that passes (`passing_code`): unittest.skip's wrapper calls nothing, and skips."""
+        for a test that passes (`passing_code`): unittest.skip's wrapper calls nothing, and skips.
+        Sealed (Python 3.8 on), the vault decides this itself (deepswe_seal._pytest_watch), out
+        of the code under test's reach, and this copy is not run: it would rewrite each graded
+        file a second time in this process."""
+        if seal.SEALED:
+            return None
         path = item_path(item)
         fn = _test_function(item) if trust.is_protected(path) else None
         if fn is None:
@@ -572,6 +577,7 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
         def pytest_load_initial_conftests(self, early_config):
             if state["pm"] is not None:
                 remember_plugins(state["pm"])
+            post("watch", "collect")  # the seal's rewriting of the graded files, read now
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_configure(self, config):

@@ -131,7 +131,7 @@ class Trust(object):
         # what only root reads: the settings, the report as root keeps it
         self.private = self.grader_dir + "private"
         self.rewrite = None  # set by the pytest launcher: path -> code, as pytest rewrites it
-        self.clean = None  # the seal's own: (interpreter, folders) for _clean_rewriter
+        self.clean = None  # the seal's own: [interpreter, folders, _clean_rewriter's pair]
         self._codes, self._judged = {}, {}
         # per code object (kept, so its id is never reused): its file's real path, and whether it
         # is the repository's / a repository test file's. A code object's file name never changes,
@@ -498,19 +498,23 @@ def _clean_rewriter(
     _OSError=OSError,
     _Exception=Exception,
     _loads=marshal.loads,
+    _fstat=os.fstat,
     _here=os.path.abspath(__file__),
 ):
-    """path -> the code pytest's assertion rewriting makes of the file at `path`, as a pytest no
-    code under test touched makes it: a child interpreter (`executable -I`, this file run as a
-    script, the folders `search` after its own) reads the path on its stdin and writes the code
-    marshalled; None when it cannot. The rewriting in this process runs pytest's code and the
-    ast and pathlib it calls, all of which the code under test can rebind (a shared ast.parse
-    made to give, for a file root owns, the package's own function), so the seal's Trust never
-    asks it. `flag`: the run's enable_assertion_pass_hook. A child per file, on first need: an
-    honest run rarely asks (code rewritten by pytest that the seal judges)."""
+    """(rewrite, prefetch, collect): rewrite(path) -> the code pytest's assertion rewriting makes of the
+    file at `path`, as a pytest no code under test touched makes it, or None. A child interpreter
+    (`executable -I`, this file run as a script, the folders `search` after its own) reads the
+    paths on its stdin and writes each code marshalled. The rewriting in this process runs
+    pytest's code and the ast and pathlib it calls, all of which the code under test can rebind
+    (a shared ast.parse made to give, for a file root owns, the package's own function), so the
+    seal's Trust never asks it. `flag`: the run's enable_assertion_pass_hook. prefetch(paths)
+    starts a child for those files at once (the graded files, before any repository code runs,
+    so it works beside pytest's start) and collect() reads its answers (before any conftest is
+    imported); any other file gets a child of its own on first need."""
     argv = [executable, "-I", _here, "--rewrite", "1" if flag else "0"] + list(search)
+    done, pending = {}, []  # path -> code or None; [(paths, pid, read end)] not yet read
 
-    def rewrite(path):
+    def start(paths):
         if _spawn is None:
             return None
         r_in, w_in = _pipe()
@@ -528,36 +532,82 @@ def _clean_rewriter(
             return None
         _close(r_in)
         _close(w_out)
-        data, chunks = path.encode("utf-8", "surrogateescape"), []
+        data = "\0".join(paths).encode("utf-8", "surrogateescape")
         try:
             while data:
                 data = data[_write(w_in, data) :]
         except _OSError:
             pass
         _close(w_in)
-        while True:
+        return (list(paths), pid, r_out, ident(r_out))
+
+    def ident(fd):
+        try:
+            st = _fstat(fd)
+        except _OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def finish(job):
+        paths, pid, r_out, mine = job
+        chunks = []
+        # a descriptor closed meanwhile (a test's closerange) may since name another file
+        while ident(r_out) == mine:
             chunk = _read(r_out, 1 << 16)
             if not chunk:
                 break
             chunks.append(chunk)
-        _close(r_out)
+        if ident(r_out) == mine:
+            _close(r_out)
+        else:
+            chunks = []
         _waitpid(pid, 0)
-        try:
-            return _loads(b"".join(chunks)) if chunks else None
-        except _Exception:  # cut short (read away by another reader of this process)
-            return None
+        if not chunks:
+            return  # not read: each path gets a child of its own when asked
+        data, at = b"".join(chunks), 0
+        for path in paths:  # each: 8 hex digits of length, then the marshalled code
+            try:
+                size = int(data[at : at + 8], 16)
+                code = _loads(data[at + 8 : at + 8 + size]) if size else None
+            except _Exception:  # cut short (read away by another reader of this process)
+                code, size = None, len(data)
+            at += 8 + size
+            done[path] = code
 
-    return rewrite
+    def prefetch(paths):
+        job = start([p for p in paths if p not in done])
+        if job is not None:
+            pending.append(job)
+
+    def rewrite(path):
+        if path not in done:
+            for job in list(pending):
+                if path in job[0]:
+                    pending.remove(job)
+                    finish(job)
+        if path not in done:
+            job = start([path])
+            if job is None:
+                return None
+            finish(job)
+        return done.get(path)
+
+    def collect():
+        # what was prefetched, read now (before any conftest runs): a descriptor left open while
+        # the code under test runs could be read away or closed by it
+        while pending:
+            finish(pending.pop())
+
+    return rewrite, prefetch, collect
 
 
 def _serve_rewrite(argv):
-    """The child of _clean_rewriter: argv [flag, folders...]; the path on stdin, the code pytest's
-    assertion rewriting makes of it marshalled on stdout (nothing when it cannot)."""
-    import marshal
-
+    """The child of _clean_rewriter: argv [flag, folders...]; NUL-separated paths on stdin; for
+    each, on stdout, 8 hex digits of length and the code pytest's assertion rewriting makes of it
+    marshalled (length 0: it could not)."""
     os.chdir("/")
     sys.path.extend(argv[1:])
-    path = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+    paths = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
     from _pytest.assertion import rewrite as rewriting
 
     flag = argv[0] == "1"
@@ -575,22 +625,26 @@ def _serve_rewrite(argv):
             return None
 
     config, rewrite_test = Config(), rewriting._rewrite_test
-    calls = [lambda: rewrite_test(config, __import__("py").path.local(path))]  # pytest < 5
-    try:
-        from pathlib import Path
-
-        calls = [lambda: rewrite_test(Path(path), config), lambda: rewrite_test(path, config)]
-        calls.append(lambda: rewrite_test(config, __import__("py").path.local(path)))
-    except ImportError:
-        pass
-    for call in calls:
+    for path in paths:
+        calls = [lambda p=path: rewrite_test(config, __import__("py").path.local(p))]  # pytest<5
         try:
-            code = call()[1]
-        except Exception:  # another pytest's signature
-            continue
-        if isinstance(code, types.CodeType):
-            sys.stdout.buffer.write(marshal.dumps(code))
-        return
+            from pathlib import Path
+
+            calls = [lambda p=path: rewrite_test(Path(p), config)]
+            calls.append(lambda p=path: rewrite_test(p, config))
+            calls.append(lambda p=path: rewrite_test(config, __import__("py").path.local(p)))
+        except ImportError:
+            pass
+        data = b""
+        for call in calls:
+            try:
+                code = call()[1]
+            except Exception:  # another pytest's signature
+                continue
+            if isinstance(code, types.CodeType):
+                data = marshal.dumps(code)
+            break
+        sys.stdout.buffer.write(("%08x" % len(data)).encode() + data)
 
 
 def _caller(skip_dirs):
@@ -762,6 +816,11 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat
             fn = inner
         return why
 
+    judged = {}  # hook name -> the functions last judged trusted, as a tuple
+
+    def same(a, b):
+        return len(a) == len(b) and all(a[k] is b[k] for k in range(len(a)))
+
     def hooks_why():
         now = _field(pm, "_inner_hookexec")
         if now is not hookexec and not trusted(now):
@@ -774,7 +833,9 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat
             impls = _field(caller, "_hookimpls")
             if impls is None:  # pluggy < 1.1
                 impls = (_field(caller, "_nonwrappers") or []) + (_field(caller, "_wrappers") or [])
-            functions = [_field(impl, "function") for impl in impls]
+            functions = tuple(_field(impl, "function") for impl in impls)
+            if same(functions, judged.get(name, ())):
+                continue  # the same objects as last judged (judging each is most of the cost)
             for fn in functions:
                 if not trusted(fn):
                     raw = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -785,19 +846,30 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat
             raws = [f.__func__ if isinstance(f, types.MethodType) else f for f in functions]
             if mine is not None and not any(r is mine for r in raws):
                 return "the grader's hook %s removed" % name
+            judged[name] = functions
         return None
 
+    seen_finders = []  # the import hooks last judged, as a tuple
+
     def finders_why():
-        for finder in list(vars(_sys_module)["meta_path"]):
+        now = tuple(vars(_sys_module)["meta_path"])
+        if seen_finders and same(now, seen_finders[0]):
+            return None
+        for finder in now:
             if not any(finder is f for f in finders) and not trusted(type(finder)):
                 return "import hook %r of the code under test" % type(finder).__name__
+        seen_finders[:] = [now]
         return None
 
     def check(key, at_call):
+        # as pytest is about to call the test, and again once it passed (a decorator's closure
+        # may have been swapped meanwhile: the function it calls is then not the one it names)
         item = items.get(key)
-        why = calls.get(key) if key in calls else (graded(key, item) if item is not None else None)
+        why = graded(key, item) if item is not None else None
         if at_call:
             calls[key] = why
+        else:
+            why = calls.get(key) or why
         return why or hooks_why() or finders_why()
 
     def post(args):
@@ -1044,12 +1116,18 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         # ("rewrite", fn): pytest's assertion rewriting for the seal's own Trust, watched too
         if not grader_only("a watch of callables") or judge is None:
             return
+        if args[0] == "collect":
+            if judge.clean is not None:
+                judge.clean[2][2]()
+            return
         if args[0] == "rewrite":
             # pytest is configured: the seal's Trust rewrites as a clean pytest does (the
             # launcher's rewriter, args[1], runs code the code under test can rebind)
             if judge.rewrite is None and judge.clean is not None:
                 flag = len(args) > 2 and args[2] is True
-                judge.rewrite = _clean_rewriter(judge.clean[0], judge.clean[1], flag)
+                if flag:  # not what the prefetch assumed: its codes would not match
+                    judge.clean[2] = _clean_rewriter(judge.clean[0], judge.clean[1], flag)
+                judge.rewrite = judge.clean[2][0]
             return
         if watch:
             return tampered("callables watched twice")
@@ -1385,7 +1463,12 @@ def install(settings, runner, runner_dirs, tracing=True):
             settings.get("changed", []),
         ),
     )
-    sealed.clean = (sys.executable, sorted(set(os.path.dirname(d) for d in runner_dirs)))
+    # the seal's own rewriting (a clean child interpreter), started now for the graded files so
+    # that it runs beside pytest's start
+    search = sorted(set(os.path.dirname(d) for d in runner_dirs))
+    sealed.clean = [sys.executable, search, scope["_clean_rewriter"](sys.executable, search, False)]
+    if SEALED and runner == "pytest.main":
+        sealed.clean[2][1](sorted(sealed.protected))
     shared = {"window": False}
     grader_file, from_its_file = sealed.grader_file, sealed.from_its_file
 
