@@ -15,7 +15,15 @@ it), and each environment and base-commit quarter counts one tree layer. A repos
 none is counted as it was measured, whole checkouts in every task layer. Several --out folders
 may be given; a later one's row replaces an earlier one's of the same instance.
 
+Measured rows kept only as a table (evaluation/README.md's, in bench/verified.py's columns) are
+read with --table FILE (the table's lines saved to FILE); --out folders' rows replace them.
+
+A repository with no clone under mirror/ cannot be counted here (its environments are read
+from its clone); --carry FILE takes its line from an earlier budget table saved to FILE, marked
+"carried", into the total.
+
 Run: DEEPSWE_VERIFIED_DIR=DIR .venv/bin/python bench/verified_budget.py [--out DIR ...]
+     [--table FILE] [--carry FILE]
 """
 
 from __future__ import annotations
@@ -106,7 +114,26 @@ def _tree_rows(measured: dict) -> dict:
     return out
 
 
-def budget(root: Path, results: list[dict]) -> str:
+def carried_lines(text: str, skip: set[str]) -> dict[str, dict[str, float]]:
+    """Per repository not in `skip`, the counts and GB of an earlier budget table's line (its
+    columns before the tree layer: rows, environments, histories, env, history, task, total;
+    or this table's own)."""
+    out = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 8 or "/" not in cells[0] or cells[0] in skip:
+            continue
+        nums = [float(c) for c in cells[1:]]
+        keys = ["rows", "envs", "histories", "env_mb", "history_mb", "task_mb"]
+        if len(nums) == 9:  # with trees
+            keys = ["rows", "envs", "histories", "trees", "env_mb", "history_mb", "tree_mb"]
+            keys.append("task_mb")
+        acc = dict(zip(keys, nums, strict=False))
+        out[cells[0]] = {k: v * 1000 if k.endswith("_mb") else v for k, v in acc.items()}
+    return out
+
+
+def budget(root: Path, results: list[dict], carry: str = "") -> str:
     built = [r for r in results if "env_mb" in r]
     measured: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in built:
@@ -146,6 +173,10 @@ def budget(root: Path, results: list[dict]) -> str:
             histories.add(hist)
             acc["histories"] += 1
             acc["history_mb"] += _estimate(measured, key, repo, "history_mb")
+    if carry:  # repositories with no clone here: an earlier table's line (module doc)
+        for repo, acc in carried_lines(carry, set(per_repo)).items():
+            per_repo[f"{repo} (carried)"] = defaultdict(float, acc)
+            uncloned.discard(repo)
     lines = [
         "| repository | rows | environments | histories | trees | env GB | history GB | tree GB "
         "| task GB | total GB |",
@@ -175,31 +206,68 @@ def budget(root: Path, results: list[dict]) -> str:
         f"{all_gb / epoch_gb:.2f}x; shared working trees measured in: "
         f"{', '.join(sorted(treed_repos)) or 'none'}"
     )
-    hours = (total["envs"] * env_s + total["task_s"]) / 3600
+    timed = {k: sum(a[k] for r, a in per_repo.items() if "(carried)" not in r) for k in total}
+    hours = (timed["envs"] * env_s + timed["task_s"]) / 3600
     lines.append(
         f"\nfrom {len(built)} rows built ({len(measured)} specs): mean environment build "
-        f"{env_s:.0f} s, mean task build {total['task_s'] / max(total['rows'], 1):.0f} s; "
-        f"building all {total['rows']:.0f} rows one at a time: about {hours:.1f} h on this machine"
+        f"{env_s:.0f} s, mean task build {timed['task_s'] / max(timed['rows'], 1):.0f} s; "
+        f"building the {timed['rows']:.0f} rows counted here (not carried) one at a time: "
+        f"about {hours:.1f} h on this machine"
     )
     if uncloned:
         lines.append(f"\nNot counted (no clone under mirror/): {', '.join(sorted(uncloned))}.")
     return "\n".join(lines)
 
 
+def _mb(cell: str) -> int:
+    return int(cell.split()[0].rstrip("*"))
+
+
+def table_rows(text: str, root: Path) -> list[dict]:
+    """The built rows of markdown tables in bench/verified.py's columns (repository, instance,
+    Python, gold, empty, build s (env + task), grade s, env MB, history (+ tree) MB, task layer
+    MB, agrees), as its result.json holds them; the version read from verified.jsonl."""
+    rows = {}
+    for x in (root / "verified.jsonl").read_text().splitlines():
+        row = json.loads(x)
+        rows[row["instance_id"]] = row
+    out = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 11 or cells[1] not in rows or not cells[7].isdigit():
+            continue
+        build = cells[5].replace("(", " ").replace(")", " ").replace("+", " ").split()
+        env_s, task_s = (
+            (float(build[1]), float(build[2])) if len(build) == 3 else (0.0, float(build[0]))
+        )
+        r = {"instance_id": cells[1], "repo": rows[cells[1]]["repo"], "env_s": env_s}
+        r.update(version=str(rows[cells[1]]["version"]), task_s=task_s, env_mb=_mb(cells[7]))
+        r.update(history_mb=_mb(cells[8]), task_layer_mb=_mb(cells[9]))
+        if "tree" in cells[8]:
+            r["tree_mb"] = int(cells[8].split("+")[1].split()[0])
+        out.append(r)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, nargs="+", default=[Path("runs/bench-verified")])
+    ap.add_argument("--table", type=Path, default=None, help="rows from a saved table")
+    ap.add_argument("--carry", type=Path, default=None, help="an earlier budget table's lines")
     args = ap.parse_args()
     root = os.environ.get("DEEPSWE_VERIFIED_DIR")
     if not root:
         print("bench/verified_budget.py: set DEEPSWE_VERIFIED_DIR (bench/verified.py); skipped")
         return
     by_id = {}  # a later folder's row replaces an earlier one's (module doc)
+    if args.table is not None:
+        by_id = {r["instance_id"]: r for r in table_rows(args.table.read_text(), Path(root))}
     for out in args.out:
         for p in sorted(out.glob("*/result.json")):
             r = json.loads(p.read_text())
             by_id[r["instance_id"]] = r
-    print(budget(Path(root), list(by_id.values())))
+    carry = args.carry.read_text() if args.carry else ""
+    print(budget(Path(root), list(by_id.values()), carry))
 
 
 if __name__ == "__main__":
