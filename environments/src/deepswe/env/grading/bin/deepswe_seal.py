@@ -138,6 +138,31 @@ class Trust(object):
         # so the first answer stands; it runs at every test part, where realpath's lstat per
         # path component made up a third of the launcher's own time.
         self._paths, self._repo, self._tests = {}, {}, {}
+        # _addr(code) -> code: the runner's code objects there were before any repository code
+        # ran (remember_runner), the runner's whoever compiles what under its file names later
+        self.known = {}
+
+    def remember_runner(self, modules):
+        """Every function's and method's code of the runner's modules loaded now: trusted as
+        they are, without compiling their files to find them there."""
+        for module in modules:
+            if not isinstance(module, types.ModuleType):
+                continue
+            where = vars(module).get("__file__") or ""  # no getattr: lazy modules import on it
+            if not where or not self.runner_file(where):
+                continue
+            if self.is_protected(os.path.realpath(where)):
+                continue
+            for value in list(vars(module).values()):
+                inner = vars(value).values() if isinstance(value, type) else (value,)
+                for obj in list(inner):
+                    obj = obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
+                    obj = obj.fget if isinstance(obj, property) else obj
+                    if isinstance(obj, types.FunctionType):
+                        found = set()
+                        _walk(obj.__code__, found)
+                        for code in found:
+                            self.known[_addr(code)] = code
 
     def in_repository(self, path):
         """Whether `path` (real) is the repository's: under the working directory, but for an
@@ -256,6 +281,8 @@ class Trust(object):
         return self._once(self._repo, code, self._repository_code)
 
     def _repository_code(self, code):
+        if self.known.get(_addr(code)) is code:
+            return False  # the runner's, loaded before any repository code ran
         if _frozen_name(code.co_filename):
             return not self.frozen(code)
         path = self.code_path(code)
@@ -863,7 +890,10 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat
 
     def check(key, at_call):
         # as pytest is about to call the test, and again once it passed (a decorator's closure
-        # may have been swapped meanwhile: the function it calls is then not the one it names)
+        # may have been swapped meanwhile: the function it calls is then not the one it names);
+        # only for tests of the protected files (the graded ones and root's canaries)
+        if protected_of(key) is None:
+            return None
         item = items.get(key)
         why = graded(key, item) if item is not None else None
         if at_call:
@@ -1469,6 +1499,7 @@ def install(settings, runner, runner_dirs, tracing=True):
     sealed.clean = [sys.executable, search, scope["_clean_rewriter"](sys.executable, search, False)]
     if SEALED and runner == "pytest.main":
         sealed.clean[2][1](sorted(sealed.protected))
+    sealed.remember_runner(list(sys.modules.values()))
     shared = {"window": False}
     grader_file, from_its_file = sealed.grader_file, sealed.from_its_file
 
