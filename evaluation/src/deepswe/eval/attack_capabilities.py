@@ -1,6 +1,7 @@
 """The in-process payloads of the attacks issue #42 wrote, one per capability the sealed grader
 takes away (the report pipe, the report's key, the graded tests' code, a trusted file's name,
-pytest's bytecode cache, a standard-library class on pytest's call path). Each is appended to the package's modules like every payload of
+pytest's bytecode cache, a standard-library class on pytest's call path, the shared modules
+the seal's own judgments once read). Each is appended to the package's modules like every payload of
 `attack_scripts.PAYLOADS`, which includes these; `IDS` is that module's id reader.
 """
 
@@ -117,6 +118,65 @@ _dsw_src = (
 _dsw_ns = {"_orig": _dsw_reports.TestReport.from_item_and_call}
 exec(compile(_dsw_src, _dsw_reports.__file__, "exec"), _dsw_ns)
 _dsw_reports.TestReport.from_item_and_call = classmethod(_dsw_ns["from_item_and_call"])
+""",
+    # What the seal's own judgments read from modules every process shares: the launcher's
+    # watched lists emptied in place (found through the plugin pytest holds), builtins.open made
+    # to hand, for a root-owned file outside the repository (json's), the package's own source,
+    # and a report maker compiled under that file's name flipping failures as the attack above.
+    "shared-stdlib-rebound": """import builtins as _dsw_b, io as _dsw_io, json as _dsw_json
+import _pytest.reports as _dsw_reports
+
+def _dsw_empty():
+    f, config = _dsw_sys._getframe(), None
+    while f is not None and config is None:
+        config = next((v for v in f.f_locals.values() if type(v).__name__ == "Config"), None)
+        f = f.f_back
+    if config is None:
+        return
+    todo = [getattr(type(p), n) for p in config.pluginmanager.get_plugins()
+            if type(p).__name__ == "Grader" for n in dir(type(p)) if n.startswith("pytest_")]
+    seen = set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen or not getattr(fn, "__closure__", None):
+            continue
+        seen.add(id(fn))
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if name in ("watched", "late") and isinstance(value, list):
+                value.clear()
+            elif callable(value) and getattr(value, "__closure__", None):
+                todo.append(value)
+
+_dsw_name = _dsw_json.__file__
+_dsw_src = (
+    "def from_item_and_call(cls, item, call):\\n"
+    "    rep = _orig(item, call)\\n"
+    "    try:\\n"
+    "        text = open(str(item.fspath)).read()\\n"
+    "    except Exception:\\n"
+    "        text = ''\\n"
+    "    name = item.name.split('[')[0]\\n"
+    "    if rep.when == 'call' and rep.failed and ('def ' + name + '(') in text:\\n"
+    "        rep.outcome, rep.longrepr = 'passed', None\\n"
+    "    return rep\\n"
+)
+if "_pytest" in _dsw_sys.modules:
+    _dsw_empty()
+    _dsw_ns = {"_orig": _dsw_reports.TestReport.from_item_and_call}
+    exec(compile(_dsw_src, _dsw_name, "exec"), _dsw_ns)
+    _dsw_open = _dsw_b.open
+
+    def _dsw_fake_open(file, *args, **kwargs):
+        if str(file) == _dsw_name:
+            return _dsw_io.BytesIO(_dsw_src.encode())
+        return _dsw_open(file, *args, **kwargs)
+
+    _dsw_b.open = _dsw_fake_open
+    _dsw_reports.TestReport.from_item_and_call = classmethod(_dsw_ns["from_item_and_call"])
 """,
     # pytest's assertion-rewrite cache of every test file forged (its asserts gone), in the
     # test folders and through sys.pycache_prefix, before pytest reads them.

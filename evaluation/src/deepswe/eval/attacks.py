@@ -134,6 +134,11 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "pytest's assertion-rewrite cache of every test file forged without its asserts, in the "
         "test folders and through sys.pycache_prefix",
     ),
+    "shared-stdlib-rebound": (
+        _IN_PROCESS,
+        "the launcher's watched lists emptied and builtins.open rebound, so that a report maker "
+        "compiled under a root-owned stdlib file's name passes as that file's and flips failures",
+    ),
     "stdlib-context-swallow": (
         _IN_PROCESS,
         "contextlib's generator context manager, which pytest runs each test call inside, made "
