@@ -349,14 +349,30 @@ _dsw_sys.meta_path.insert(0, _DswFinder())
 
 def test_the_graded_test_swapped_where_the_launcher_alone_looked(tmp_path: Path) -> None:
     """Passed with the bug in place, canaries honest, nothing tampered, until the vault read the
-    function pytest calls, the hook implementations and the import hooks itself
-    (deepswe_seal._pytest_watch)."""
+    function pytest calls itself (deepswe_seal._pytest_watch)."""
     run = launch(make_repo(tmp_path / "repo", SWAPPED_TEST))
     assert any("does not run its file's code (seen by the vault" in why for why in run.tampered), (
         run.statuses,
         run.tampered,
     )
-    assert any("import hook '_DswFinder'" in why for why in run.tampered), run.tampered
+
+
+def test_the_vault_does_not_judge_import_hooks(tmp_path: Path) -> None:
+    """six installs an import hook for six.moves when imported (swe-mini's six rows, whose gold
+    changes six.py): graded tampered while the vault judged import hooks. The vault leaves them
+    (a graded test's function swapped through one is seen by its check of the function); the
+    launcher's own rule stays, for a hook the changed files install after it started (six's own
+    is installed earlier: its golds resolve, swe-mini's validation)."""
+    finder = (
+        "import sys as _sys\n\n\n"
+        "class _MovesImporter(object):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        return None\n\n\n"
+        "_sys.meta_path.append(_MovesImporter())\n"
+    )
+    run = launch(make_repo(tmp_path / "repo", finder, fixed=True))
+    assert not any("seen by the vault" in why for why in run.tampered), run.tampered
+    assert run.statuses["tests/test_ops.py::test_add"] == "PASSED", run.statuses
 
 
 # Found 2026-12-07, open: code under test that runs while the runner decides the outcome. Called by

@@ -51,8 +51,8 @@ hashlib's C objects (_hmac_sha256) and pytest's rewriting done in a clean child 
 builtins.open, ast.parse each once made the package's own function pass for pytest's).
 The pytest watch: what the pytest launcher alone once decided (its state is reachable, and was
 emptied), the vault decides itself from pytest's objects read as stored (_pytest_watch): the
-function pytest is about to call for a graded test, the hook implementations a test runs through,
-pluggy's hook execution and the import hooks, as pytest calls each test and at each pass.
+function pytest is about to call for a graded test, the hook implementations a test runs through
+and pluggy's hook execution, as pytest calls each test and at each pass.
 What it cannot stop: ctypes reaches memory without an audit event once imported (`ctypes.cast`),
 so code that finds OpenSSL's HMAC state in the process's memory can forge a report; module and
 class attributes can be rebound without an event (the launchers check those by identity). Frames:
@@ -784,14 +784,16 @@ def _field(obj, name, _own=_own, _type=type, _member=types.MemberDescriptorType,
         return None
 
 
-def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat):
+def _pytest_watch(judge, trusted, pm, hooks, ours, since, _stat=os.stat):
     """(check(key, at_call), post(args)): what the pytest launcher alone once decided, decided by
     the vault from pytest's own objects read as stored (_field): the function pytest is about to
     call for a test collected from a protected file is that file's (or a repository test file's
     the patch did not change, through decorators whose closure calls what they name as wrapped),
     every implementation of the hooks a test is run and reported through is trusted code and the
-    grader's own are among them, pluggy's hook execution is the one there was before any
-    repository code ran, and every import hook is one there was then or trusted code. The
+    grader's own are among them, and pluggy's hook execution is the one there was before any
+    repository code ran. (Import hooks are not judged here: the repository's own may be honest,
+    six's for six.moves, and one that swaps a graded test's function is seen by the check of the
+    function itself.) The
     launcher's own checks of the same are reachable from the plugin pytest holds (its Trust, the
     sets its closures share, its caches), so code under test could empty them."""
     hookexec = _field(pm, "_inner_hookexec")
@@ -876,18 +878,6 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat
             judged[name] = functions
         return None
 
-    seen_finders = []  # the import hooks last judged, as a tuple
-
-    def finders_why():
-        now = tuple(vars(_sys_module)["meta_path"])
-        if seen_finders and same(now, seen_finders[0]):
-            return None
-        for finder in now:
-            if not any(finder is f for f in finders) and not trusted(type(finder)):
-                return "import hook %r of the code under test" % type(finder).__name__
-        seen_finders[:] = [now]
-        return None
-
     def check(key, at_call):
         # as pytest is about to call the test, and again once it passed (a decorator's closure
         # may have been swapped meanwhile: the function it calls is then not the one it names);
@@ -900,7 +890,7 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, finders, since, _stat=os.stat
             calls[key] = why
         else:
             why = calls.get(key) or why
-        return why or hooks_why() or finders_why()
+        return why or hooks_why()
 
     def post(args):
         if args[0] == "items" and not items:
@@ -925,8 +915,8 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
     shared = {} if shared is None else shared
     watch, (replaced, trusted) = [], (_watcher(judge) if judge is not None else (None, None))
     # what pytest's own objects hold, judged by the vault itself ("pytest" posts): made on the
-    # first, with the import hooks there were before any repository code ran
-    finders, since, pytest_watch = tuple(vars(sys)["meta_path"]), time.time(), []
+    # first; files written after this are not trusted as the repository's own decorators
+    since, pytest_watch = time.time(), []
     mac_update, mac_hexdigest = _hmac_sha256(key)
     # bound here, before any repository code runs: `sys.exc_info = ...` later changes nothing
     write, getframe, exc_info = os.write, sys._getframe, sys.exc_info
@@ -1172,9 +1162,7 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         if not grader_only("pytest's facts") or judge is None or not SEALED:
             return  # below Python 3.8 the vault is reachable: nothing to gain from its checks
         if args[0] == "pm" and not pytest_watch:
-            pytest_watch.extend(
-                _pytest_watch(judge, trusted, args[1], args[2], args[3], finders, since)
-            )
+            pytest_watch.extend(_pytest_watch(judge, trusted, args[1], args[2], args[3], since))
         elif pytest_watch:
             why = pytest_watch[1](args)
             if why:
