@@ -163,6 +163,21 @@ import importlib, os, posixpath
 _dsw_reports = importlib.import_module("_py" + "test.reports")
 _dsw_real = _dsw_reports.TestReport.from_item_and_call
 """
+# The report maker compiled under json's file name (root's, outside the repository), for the two
+# attacks below that make the seal's Trust find it there.
+UNDER_JSON = """import json
+
+_dsw_name = json.__file__  # root's, outside the repository
+_dsw_src = (
+    "def _dsw_report(cls, item, call):\\n"
+    "    rep = _dsw_real(item, call)\\n"
+    "    if rep.when == 'call' and '::test_add' in rep.nodeid:\\n"
+    "        rep.outcome, rep.longrepr = 'passed', None\\n"
+    "    return rep\\n"
+)
+_dsw_ns = {"_dsw_real": _dsw_real}
+exec(compile(_dsw_src, _dsw_name, "exec"), _dsw_ns)
+"""
 SHARED = {
     "os.path.realpath": EMPTIED
     + REPORT
@@ -194,19 +209,11 @@ _dsw_reports.TestReport.from_item_and_call = classmethod(_dsw_report)
     "ast.parse": EMPTIED
     + REPORT
     + """
-import ast, json
+import ast
 
-_dsw_name = json.__file__  # root's, outside the repository
-_dsw_src = (
-    "def _dsw_report(cls, item, call):\\n"
-    "    rep = _dsw_real(item, call)\\n"
-    "    if rep.when == 'call' and '::test_add' in rep.nodeid:\\n"
-    "        rep.outcome, rep.longrepr = 'passed', None\\n"
-    "    return rep\\n"
-)
-_dsw_ns = {"_dsw_real": _dsw_real}
-exec(compile(_dsw_src, _dsw_name, "exec"), _dsw_ns)
-_dsw_parse = ast.parse
+"""
+    + UNDER_JSON
+    + """_dsw_parse = ast.parse
 
 
 def _dsw_ast_parse(source, filename="<unknown>", *args, **kwargs):
@@ -221,19 +228,11 @@ _dsw_reports.TestReport.from_item_and_call = classmethod(_dsw_ns["_dsw_report"])
     "builtins.open": EMPTIED
     + REPORT
     + """
-import builtins, io, json
+import builtins, io
 
-_dsw_name = json.__file__  # root's, outside the repository
-_dsw_src = (
-    "def _dsw_report(cls, item, call):\\n"
-    "    rep = _dsw_real(item, call)\\n"
-    "    if rep.when == 'call' and '::test_add' in rep.nodeid:\\n"
-    "        rep.outcome, rep.longrepr = 'passed', None\\n"
-    "    return rep\\n"
-)
-_dsw_ns = {"_dsw_real": _dsw_real}
-exec(compile(_dsw_src, _dsw_name, "exec"), _dsw_ns)
-_dsw_open = builtins.open
+"""
+    + UNDER_JSON
+    + """_dsw_open = builtins.open
 
 
 def _dsw_fake_open(file, *args, **kwargs):
