@@ -526,6 +526,8 @@ def _clean_rewriter(
     _Exception=Exception,
     _loads=marshal.loads,
     _fstat=os.fstat,
+    _fork=getattr(os, "fork", None),
+    _exit=os._exit,
     _here=os.path.abspath(__file__),
 ):
     """(rewrite, prefetch, collect): rewrite(path) -> the code pytest's assertion rewriting makes of the
@@ -535,9 +537,10 @@ def _clean_rewriter(
     pytest's code and the ast and pathlib it calls, all of which the code under test can rebind
     (a shared ast.parse made to give, for a file root owns, the package's own function), so the
     seal's Trust never asks it. `flag`: the run's enable_assertion_pass_hook. prefetch(paths)
-    starts a child for those files at once (the graded files, before any repository code runs,
-    so it works beside pytest's start) and collect() reads its answers (before any conftest is
-    imported); any other file gets a child of its own on first need."""
+    forks this process for those files at once (the graded files, called before any repository
+    code runs: the copy's pytest is untouched, and it works beside pytest's start) and collect()
+    reads its answers (before any conftest is imported); any other file gets a child interpreter
+    of its own on first need."""
     argv = [executable, "-I", _here, "--rewrite", "1" if flag else "0"] + list(search)
     done, pending = {}, []  # path -> code or None; [(paths, pid, read end)] not yet read
 
@@ -602,7 +605,24 @@ def _clean_rewriter(
             done[path] = code
 
     def prefetch(paths):
-        job = start([p for p in paths if p not in done])
+        # forked now, before any repository code ran: a copy of this process as it is, pytest
+        # already imported and untouched, so no interpreter start and no import to pay for
+        paths = [p for p in paths if p not in done]
+        if _fork is None or not paths:
+            job = start(paths) if paths else None
+        else:
+            r_out, w_out = _pipe()
+            pid = _fork()
+            if pid == 0:  # the child: answer, and end without running anything of the parent's
+                code = 1
+                try:
+                    _close(r_out)
+                    _rewrite_into(paths, flag, w_out)
+                    code = 0
+                finally:
+                    _exit(code)
+            _close(w_out)
+            job = (paths, pid, r_out, ident(r_out))
         if job is not None:
             pending.append(job)
 
@@ -629,15 +649,19 @@ def _clean_rewriter(
 
 
 def _serve_rewrite(argv):
-    """The child of _clean_rewriter: argv [flag, folders...]; NUL-separated paths on stdin; for
-    each, on stdout, 8 hex digits of length and the code pytest's assertion rewriting makes of it
-    marshalled (length 0: it could not)."""
+    """The child _clean_rewriter starts for one file: argv [flag, folders...]; NUL-separated
+    paths on stdin; the answers on stdout (_rewrite_into)."""
     os.chdir("/")
     sys.path.extend(argv[1:])
     paths = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
-    from _pytest.assertion import rewrite as rewriting
+    _rewrite_into(paths, argv[0] == "1", 1)
 
-    flag = argv[0] == "1"
+
+def _rewrite_into(paths, flag, fd, _write=os.write):
+    """For each path, 8 hex digits of length and the code pytest's assertion rewriting makes of
+    it marshalled (length 0: it could not), written to `fd`, in a process no code under test ran
+    in (a child interpreter, or this one forked before any repository code ran)."""
+    from _pytest.assertion import rewrite as rewriting
 
     class Config(object):
         # what pytest's rewriting asks of a config, across its versions: the one ini value, and
@@ -671,7 +695,9 @@ def _serve_rewrite(argv):
             if isinstance(code, types.CodeType):
                 data = marshal.dumps(code)
             break
-        sys.stdout.buffer.write(("%08x" % len(data)).encode() + data)
+        blob = ("%08x" % len(data)).encode() + data
+        while blob:
+            blob = blob[_write(fd, blob) :]
 
 
 def _caller(skip_dirs):
