@@ -46,8 +46,8 @@ own checks are reachable from the plugin pytest holds, and could be disarmed.
 The private scope: the seal's Trust, the vault and the capability checks read a copy of this
 module's globals made before any repository code runs (_sealed_scope), with their own builtins,
 copies of os, sys and types, the kernel's resolution of a path (_kernel_paths), an HMAC of
-hashlib's C objects (_hmac_sha256) and pytest's rewriting done in a clean child interpreter
-(_clean_rewriter): what they read, the code under test cannot rebind (os.path.realpath,
+hashlib's C objects (_hmac_sha256) and pytest's rewriting done where no code under test ran, a
+fork taken before any repository code or a child interpreter (_clean_rewriter): what they read, the code under test cannot rebind (os.path.realpath,
 builtins.open, ast.parse each once made the package's own function pass for pytest's).
 The pytest watch: what the pytest launcher alone once decided (its state is reachable, and was
 emptied), the vault decides itself from pytest's objects read as stored (_pytest_watch): the
