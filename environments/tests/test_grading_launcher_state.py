@@ -374,6 +374,40 @@ def test_the_vault_does_not_judge_import_hooks(tmp_path: Path) -> None:
     assert run.statuses["tests/test_ops.py::test_add"] == "PASSED", run.statuses
 
 
+# My own attack at the stop: pytest's `obj` property rebound so that the function stored on the item
+# (what the vault read) stays the graded file's while pytest_pyfunc_call is handed a no-op. Passed
+# with the bug in place, nothing tampered, until the vault judged the getter pytest reads too.
+OBJ_GETTER = """
+import importlib as _dsw_il
+_dsw_py = _dsw_il.import_module("_py" + "test.python")
+_dsw_orig = _dsw_py.PyobjMixin.__dict__["obj"]
+
+
+def _dsw_noop():
+    pass
+
+
+def _dsw_get(self):
+    real = _dsw_orig.fget(self)  # the genuine function stays in _obj
+    import sys
+    caller = sys._getframe(1).f_code.co_name
+    if getattr(self, "name", "") == "test_add" and caller == "pytest_pyfunc_call":
+        return _dsw_noop
+    return real
+
+
+_dsw_py.PyobjMixin.obj = property(_dsw_get, _dsw_orig.fset)
+"""
+
+
+def test_the_getter_pytest_calls_the_test_through(tmp_path: Path) -> None:
+    run = launch(make_repo(tmp_path / "repo", OBJ_GETTER))
+    assert any("looked up by the code under test (seen by the vault" in w for w in run.tampered), (
+        run.statuses,
+        run.tampered,
+    )
+
+
 # Found 2026-12-07, open: code under test that runs while the runner decides the outcome. Called by
 # the graded test (add), the package sets a trace function on pytest's CallInfo.from_call frame
 # (reached by f_back; neither the walk nor the store raises an audit event) and a global one (its

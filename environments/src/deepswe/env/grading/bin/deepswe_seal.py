@@ -846,6 +846,13 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, since, _stat=os.stat):
         if path is None:
             return None
         fn, why = _field(item, "_obj"), "the graded test %s does not run its file's code" % key
+        # what pytest reads to call it (`item.obj`): its getter must be trusted code, or the
+        # function stored above need not be the one called
+        getter = _own(type(item), "obj")
+        if isinstance(getter, property):
+            getter = getter.fget
+        if getter is not None and not trusted(getter):
+            return "the graded test %s is looked up by the code under test" % key
         if fn is None and _own(type(item), "_getobj") is None:
             return None  # not a Python object's item (a doctest): nothing here calls a function
         for _ in range(8):
