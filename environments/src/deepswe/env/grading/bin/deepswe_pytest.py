@@ -259,52 +259,11 @@ def _pass_hook(config):
 def _rewriter(rewrite_test, config):
     """path -> the code pytest's assertion rewriting makes of it (its own `_rewrite_test`, as
     captured before repository code ran), across pytest's signatures."""
-
-    def rewrite(path):
-        from pathlib import Path
-
-        calls = [lambda: rewrite_test(Path(path), config), lambda: rewrite_test(path, config)]
-        calls.append(lambda: rewrite_test(config, __import__("py").path.local(path)))  # pytest < 5
-        for call in calls:
-            try:
-                return call()[1]
-            except Exception:  # another pytest's signature
-                continue
-        return None
-
-    return rewrite
+    return functools.partial(seal.rewritten, rewrite_test, config=config)
 
 
-def _module_codes(module):
-    """The code objects of a module's functions and of its classes' methods (nested ones too)."""
-    out, seen = [], set()
-
-    def add(obj):
-        # type checks only: getattr on an arbitrary module global can run its code (six.moves
-        # imports a module on attribute access)
-        if isinstance(obj, (staticmethod, classmethod)):
-            obj = obj.__func__
-        elif isinstance(obj, property):
-            obj = obj.fget
-        if not isinstance(obj, types.FunctionType):
-            return
-        code = obj.__code__
-        if _addr(code) not in seen:
-            stack = [code]
-            while stack:
-                c = stack.pop()
-                if _addr(c) not in seen:
-                    seen.add(_addr(c))
-                    out.append(c)
-                    stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-
-    for value in list(vars(module).values()):
-        if isinstance(value, type) and value.__module__ == module.__name__:
-            for attr in list(vars(value).values()):
-                add(attr)
-        else:
-            add(value)
-    return out
+# The code objects of a module's functions and methods (the seal's, which remembers the runner's).
+_module_codes = seal.module_codes
 
 
 def _test_file(path, cwd):

@@ -47,8 +47,9 @@ The private scope: the seal's Trust, the vault and the capability checks read a 
 module's globals made before any repository code runs (_sealed_scope), with their own builtins,
 copies of os, sys and types, the kernel's resolution of a path (_kernel_paths), an HMAC of
 hashlib's C objects (_hmac_sha256) and pytest's rewriting done where no code under test ran, a
-fork taken before any repository code or a child interpreter (_clean_rewriter): what they read, the code under test cannot rebind (os.path.realpath,
-builtins.open, ast.parse each once made the package's own function pass for pytest's).
+fork taken before any repository code or a child interpreter (_clean_rewriter): what they read,
+the code under test cannot rebind (os.path.realpath, builtins.open, ast.parse each once made the
+package's own function pass for pytest's).
 The pytest watch: what the pytest launcher alone once decided (its state is reachable, and was
 emptied), the vault decides itself from pytest's objects read as stored (_pytest_watch): the
 function pytest is about to call for a graded test, the hook implementations a test runs through
@@ -153,16 +154,8 @@ class Trust(object):
                 continue
             if self.is_protected(os.path.realpath(where)):
                 continue
-            for value in list(vars(module).values()):
-                inner = vars(value).values() if isinstance(value, type) else (value,)
-                for obj in list(inner):
-                    obj = obj.__func__ if isinstance(obj, (classmethod, staticmethod)) else obj
-                    obj = obj.fget if isinstance(obj, property) else obj
-                    if isinstance(obj, types.FunctionType):
-                        found = set()
-                        _walk(obj.__code__, found)
-                        for code in found:
-                            self.known[_addr(code)] = code
+            for code in module_codes(module):
+                self.known[_addr(code)] = code
 
     def in_repository(self, path):
         """Whether `path` (real) is the repository's: under the working directory, but for an
@@ -498,6 +491,57 @@ def _compiled(path):
     return compile(source, path, "exec", dont_inherit=True, optimize=sys.flags.optimize)
 
 
+def module_codes(module):
+    """The code objects of a module's functions and of its classes' methods (nested ones too)."""
+    out, seen = [], set()
+
+    def add(obj):
+        # type checks only: getattr on an arbitrary module global can run its code (six.moves
+        # imports a module on attribute access)
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        elif isinstance(obj, property):
+            obj = obj.fget
+        if not isinstance(obj, types.FunctionType):
+            return
+        stack = [obj.__code__]
+        while stack:
+            c = stack.pop()
+            if _addr(c) not in seen:
+                seen.add(_addr(c))
+                out.append(c)
+                stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            for attr in list(vars(value).values()):
+                add(attr)
+        else:
+            add(value)
+    return out
+
+
+def rewritten(rewrite_test, path, config):
+    """The code pytest's `_rewrite_test` makes of the file at `path`, across pytest's signatures
+    (3.x to 9.x); None where none fits."""
+    calls = [lambda: rewrite_test(config, __import__("py").path.local(path))]  # pytest < 5
+    try:
+        from pathlib import Path
+
+        calls = [
+            lambda: rewrite_test(Path(path), config),
+            lambda: rewrite_test(path, config),
+        ] + calls
+    except ImportError:
+        pass
+    for call in calls:
+        try:
+            return call()[1]
+        except Exception:  # another pytest's signature
+            continue
+    return None
+
+
 def _frozen_name(path):
     """`<frozen posixpath>` -> "posixpath"; "" for any other file name."""
     if path.startswith("<frozen ") and path.endswith(">"):
@@ -530,10 +574,10 @@ def _clean_rewriter(
     _exit=os._exit,
     _here=os.path.abspath(__file__),
 ):
-    """(rewrite, prefetch, collect): rewrite(path) -> the code pytest's assertion rewriting makes of the
-    file at `path`, as a pytest no code under test touched makes it, or None. A child interpreter
-    (`executable -I`, this file run as a script, the folders `search` after its own) reads the
-    paths on its stdin and writes each code marshalled. The rewriting in this process runs
+    """(rewrite, prefetch, collect): rewrite(path) -> the code pytest's assertion rewriting makes of
+    the file at `path`, as a pytest no code under test touched makes it, or None. A child
+    interpreter (`executable -I`, this file run as a script, the folders `search` after its own)
+    reads the paths on its stdin and writes each code marshalled. The rewriting in this process runs
     pytest's code and the ast and pathlib it calls, all of which the code under test can rebind
     (a shared ast.parse made to give, for a file root owns, the package's own function), so the
     seal's Trust never asks it. `flag`: the run's enable_assertion_pass_hook. prefetch(paths)
@@ -677,24 +721,8 @@ def _rewrite_into(paths, flag, fd, _write=os.write):
 
     config, rewrite_test = Config(), rewriting._rewrite_test
     for path in paths:
-        calls = [lambda p=path: rewrite_test(config, __import__("py").path.local(p))]  # pytest<5
-        try:
-            from pathlib import Path
-
-            calls = [lambda p=path: rewrite_test(Path(p), config)]
-            calls.append(lambda p=path: rewrite_test(p, config))
-            calls.append(lambda p=path: rewrite_test(config, __import__("py").path.local(p)))
-        except ImportError:
-            pass
-        data = b""
-        for call in calls:
-            try:
-                code = call()[1]
-            except Exception:  # another pytest's signature
-                continue
-            if isinstance(code, types.CodeType):
-                data = marshal.dumps(code)
-            break
+        code = rewritten(rewrite_test, path, config)
+        data = marshal.dumps(code) if isinstance(code, types.CodeType) else b""
         blob = ("%08x" % len(data)).encode() + data
         while blob:
             blob = blob[_write(fd, blob) :]
@@ -741,10 +769,11 @@ def _watcher(
 ):
     """(changed, trusted): changed(entries) -> the label of the first watched callable that
     something other than trusted code replaced, or None; trusted(obj): whether what calling `obj`
-    runs is none of the repository's code. Entries are (label, owner, attribute or None, snapshot: the
-    object, and for a function its code, defaults and closure's contents), registered by the
-    launcher before any repository code ran and kept by the vault alone; `judge` is the seal's own
-    Trust. Builtins are bound here: rebinding them later changes nothing."""
+    runs is none of the repository's code. Entries are (label, owner, attribute or None,
+    snapshot: the object, and for a function its code, defaults and closure's contents),
+    registered by the launcher before any repository code ran and kept by the vault alone;
+    `judge` is the seal's own Trust. Builtins are bound here: rebinding them later changes
+    nothing."""
 
     def same(obj, snap):
         raw = obj.__func__ if _isinstance(obj, _wrappers) else obj
