@@ -408,15 +408,17 @@ def test_the_getter_pytest_calls_the_test_through(tmp_path: Path) -> None:
     )
 
 
-# Found 2026-12-07, open: code under test that runs while the runner decides the outcome. Called by
+# Found 2026-12-07: code under test that runs while the runner decides the outcome. Called by
 # the graded test (add), the package sets a trace function on pytest's CallInfo.from_call frame
 # (reached by f_back; neither the walk nor the store raises an audit event) and a global one (its
 # audit event carries no argument, and coverage.py sets one), then, once the test has raised,
-# jumps from_call past its capture of the exception (f_lineno), clears both, and the test passes
+# jumps from_call past its capture of the exception (f_lineno), clears both, and the test passed
 # with the bug in place, canaries honest: the launcher's check that no tracer of the code under
-# test is installed when pytest makes the report finds none. The same class: gc callbacks, signal
-# handlers and threads of the code under test, which run at any point and can mutate the runner's
-# objects (a report before it is logged). environments/README.md, "What stays reachable".
+# test is installed when pytest makes the report found none. Closed by taking the capability
+# away: from the moment pytest calls a graded test until its report is posted the seal refuses a
+# trace or profile function of the code under test, and none may be set when the call begins
+# (deepswe_seal.py, traced_from). gc callbacks, signal handlers and threads of the code under
+# test still run at any point (environments/README.md, "What stays reachable").
 JUMP = """
 import linecache as _dsw_lc
 import sys as _dsw_sys
@@ -456,9 +458,6 @@ def _dsw_arm():
 """
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open: a tracer of the code under test jumps pytest's frames"
-)
 def test_a_tracer_jumps_pytest_past_the_exception(tmp_path: Path) -> None:
     from test_grading_launcher import OPS
 
@@ -466,4 +465,150 @@ def test_a_tracer_jumps_pytest_past_the_exception(tmp_path: Path) -> None:
     armed = OPS.replace("def add(a, b):\n", "def add(a, b):\n    import calc; calc._dsw_arm()\n")
     (repo / "calc" / "ops.py").write_text(armed)
     run = launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
-    assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
+    assert tampered(run), (run.statuses, run.output[-3000:])
+    assert run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
+
+
+# The same capability through a profile function, which needs no jump: set by the graded test's
+# call (add), it is called for pytest's frames too (`c_call` of from_call's own calls, once the
+# test has raised), and on Python 3.8-3.12 what it writes to their f_locals is copied back:
+# from_call's `excinfo` set to None makes the failed call a pass. It clears itself before pytest
+# makes the report.
+REWRITE = """
+import sys as _dsw_sys
+
+
+def _dsw_nodeid(frame):
+    for cell in getattr(frame.f_locals.get("func"), "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if hasattr(value, "nodeid"):
+            return value.nodeid
+    return ""
+
+
+def _dsw_profile(frame, event, arg):
+    if event != "c_call" or frame.f_code.co_name != "from_call":
+        return
+    if frame.f_locals.get("excinfo") is None or frame.f_locals.get("when") != "call":
+        return
+    if _dsw_nodeid(frame).endswith("::test_add"):
+        frame.f_locals["excinfo"] = None
+        _dsw_sys.setprofile(None)
+
+
+def _dsw_arm():
+    if _dsw_sys._getframe(2).f_code.co_name == "test_add":  # called by the graded test alone
+        _dsw_sys.setprofile(_dsw_profile)
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="f_locals writes back through a proxy")
+def test_a_profile_function_rewrites_pytests_locals(tmp_path: Path) -> None:
+    from test_grading_launcher import OPS
+
+    repo = make_repo(tmp_path / "repo", REWRITE)
+    armed = OPS.replace("def add(a, b):\n", "def add(a, b):\n    import calc; calc._dsw_arm()\n")
+    (repo / "calc" / "ops.py").write_text(armed)
+    run = launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
+    assert tampered(run), (run.statuses, run.output[-3000:])
+    assert run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
+
+
+# Honest: a graded test that traces the package itself (coverage.py's and debuggers' own tests
+# do) is root's code asking, and passes.
+TRACING_TEST = """
+
+def test_add_is_traced():
+    import sys
+    lines = []
+
+    def tracer(frame, event, arg):
+        if event == "line" and frame.f_code.co_name == "add":
+            lines.append(frame.f_lineno)
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        assert add(2, 3) == 5
+    finally:
+        sys.settrace(None)
+    assert lines
+"""
+
+
+def test_a_graded_test_that_sets_its_own_tracer_passes(tmp_path: Path) -> None:
+    from test_grading_launcher import assert_clean
+
+    repo = make_repo(tmp_path / "repo", fixed=True)
+    with (repo / "tests" / "test_ops.py").open("a") as f:
+        f.write(TRACING_TEST)
+    graded = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_add_is_traced"]
+    run = launch(repo, graded=graded)
+    assert_clean(run)
+    assert run.statuses["tests/test_ops.py::test_add_is_traced"] == "PASSED", run.report
+
+
+# Found 2026-12-07, open: a Python signal handler is called in the main thread between any two
+# bytecodes, the audit hook's own among them, and is handed the frame running then. Set by the
+# package at import (a 50 µs interval timer), it waits for a frame of the seal's hook and takes
+# from its closure the vault's own writer (`line`, which folds each line into the report's MAC)
+# and its map of the names it prints; called by the graded test, the package renames the graded
+# test in that map (its FAILED line names nothing) and writes PASSED for it through the writer:
+# the report's MAC holds, canaries honest. Nothing audits a signal handler's installation or
+# call, or reading a frame's locals and a function's closure; blocking signals for the hook's
+# span is per thread (another thread takes a process signal and the main thread runs the
+# handler all the same). environments/README.md, "What stays reachable".
+SIGNAL = """
+import signal as _dsw_signal
+import sys as _dsw_sys
+import time as _dsw_time
+
+_dsw_found = {}
+
+
+def _dsw_cells(fn):
+    return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+
+def _dsw_handler(signum, frame):
+    while frame is not None and not _dsw_found:
+        handle = frame.f_locals.get("handle") if frame.f_code.co_name == "hook" else None
+        if handle is not None:
+            status = _dsw_cells(handle)["kinds"]["status"]
+            _dsw_found.update(_dsw_cells(status))
+        frame = frame.f_back
+
+
+_dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_handler)
+_dsw_signal.setitimer(_dsw_signal.ITIMER_REAL, 5e-5, 5e-5)
+_dsw_end = _dsw_time.time() + 20
+while not _dsw_found and _dsw_time.time() < _dsw_end:
+    _dsw_sys.audit("calc.busy")
+_dsw_signal.setitimer(_dsw_signal.ITIMER_REAL, 0)
+
+
+def _dsw_pass(name):
+    if _dsw_found and _dsw_sys._getframe(2).f_code.co_name == "test_add":
+        key = next(k for k in _dsw_found["shown"] if k.endswith("::" + name))
+        _dsw_found["shown"][key] = ""
+        _dsw_found["line"]("PASSED " + key)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="open: a signal handler is handed the vault's frames")
+def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path) -> None:
+    from test_grading_launcher import OPS
+
+    repo = make_repo(tmp_path / "repo", SIGNAL)
+    armed = OPS.replace(
+        "def add(a, b):\n", "def add(a, b):\n    import calc; calc._dsw_pass('test_add')\n"
+    )
+    (repo / "calc" / "ops.py").write_text(armed)
+    run = launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
+    assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] != "PASSED", (
+        run.statuses,
+        run.output[-3000:],
+    )

@@ -206,6 +206,54 @@ for _cell in _cells:
     if getattr(_value, "__name__", "") == "testPartExecutor" and _value is not _mine:
         unittest.case._Outcome.testPartExecutor = _value
 """,
+    # A trace function the graded test's call sets (2026-12-07): as the test's exception leaves
+    # it, one jump skips the grader's post that the part ended (Part.__exit__), another skips
+    # unittest's own record of the failure (testPartExecutor's except clause), and a cleanup
+    # makes the third part the vault counts; then it clears itself. Closed by the rule that no
+    # trace or profile function of the code under test may be set from a test's first part
+    # until its result is posted (deepswe_seal.py, traced_from).
+    "tracer-skips-the-failure": _FIND
+    + """
+import linecache as _lc
+
+_SKIP = {'post("part", "exit")': 1, "exc_info = sys.exc_info()": "exc_info = None"}
+
+
+def _dsw_local(frame, event, arg):
+    if event != "line":
+        return _dsw_local
+    text = _lc.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    to = _SKIP.get(text)
+    if to == 1:
+        frame.f_lineno = frame.f_lineno + 1
+    elif to:
+        n = frame.f_lineno + 1
+        while _lc.getline(frame.f_code.co_filename, n).strip() != to:
+            n += 1
+        frame.f_lineno = n
+        frame.f_trace = None
+        sys.settrace(None)
+        return None
+    return _dsw_local
+
+
+def _dsw_global(frame, event, arg):
+    name = frame.f_code.co_name
+    if name in ("__exit__", "testPartExecutor") and event == "call":
+        return _dsw_local
+    return None
+
+
+def add(a, b):
+    test = _graded_test()
+    if test is not None:
+        test.addCleanup(lambda: None)
+        sys.settrace(_dsw_global)
+    return _add(a, b)
+
+
+_ops.add = add
+""",
 }
 
 

@@ -528,9 +528,13 @@ def _plugin(post, tampered, trust, settings, cwd, since, installed):
                 mine = dict((n, vars(Grader)[n]) for n in RUN_HOOKS if n in vars(Grader))
                 post("pytest", "pm", manager, tuple(RUN_HOOKS), mine)
 
-        @pytest.hookimpl(tryfirst=True)
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
         def pytest_pyfunc_call(self, pyfuncitem):
-            post("pytest", "calling", pyfuncitem)  # the vault reads the function pytest calls
+            # a wrapper: no other implementation can call the test without it. The vault reads
+            # the function pytest calls, and refuses a tracer of the code under test until the
+            # test's report is posted
+            post("pytest", "calling", pyfuncitem)
+            yield
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_load_initial_conftests(self, early_config):

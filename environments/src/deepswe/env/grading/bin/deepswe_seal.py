@@ -60,11 +60,14 @@ class attributes can be rebound without an event (the launchers check those by i
 `f_back` is read without an event, and a trace or profile function the code under test sets is
 called for the launcher's own frames, where (Python 3.8-3.12) what it writes to `f_locals` is
 copied back into them; from Python 3.13 `f_locals` writes through with no tracer at all. The
-reproduction's launcher refuses setting a trace or profile function (`tracing=False`); the pytest
-launcher cannot refuse it outright (coverage.py's own tests set one), so it refuses it only while
-pytest makes and logs a report (the window its "window" posts open and close) and checks that none
-of the repository's is running when the window opens; the unittest launcher checks the latter at
-each result. Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
+reproduction's launcher refuses setting a trace or profile function (`tracing=False`); the others
+cannot refuse it outright (coverage.py's own tests set one), so the seal refuses one of the code
+under test's from the moment a test of a protected file begins (pytest about to call it, or the
+first part unittest's run begins: traced_from, where one already set is tampered) until its
+report is posted, and while pytest makes and logs any report (the window its "window" posts
+open and close); the launchers check that none of the repository's is running at each report.
+A Python signal handler is not stopped: it runs between any two bytecodes, this hook's among
+them, and is handed the frame running then, from whose closures the vault's state is reached. Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
 posts "arm" from its main frame before any test runs: the vault keeps that frame's locals and, at
 the closing post, finds each the same object or the run tampered; the pytest launcher on 3.13
 also holds ("frames") the locals of every frame waiting for each test phase and for collection,
@@ -102,12 +105,14 @@ _addr = object.__hash__
 # A passing test that unittest's own TestCase.run runs ends three parts at least: setUp, the test,
 # tearDown (and each cleanup): Python 3.8 to 3.13 alike.
 PARTS = 3
-# The events that set a trace or profile function (the all-threads ones from Python 3.12).
+# The events that set a trace or profile function (the all-threads ones from Python 3.12), or a
+# sys.monitoring callback (3.12: one reads and, from 3.13, writes the frames it is called for).
 TRACING = (
     "sys.settrace",
     "sys.setprofile",
     "sys._settraceallthreads",
     "sys._setprofileallthreads",
+    "sys.monitoring.register_callback",
 )
 
 
@@ -839,7 +844,7 @@ def _field(obj, name, _own=_own, _type=type, _member=types.MemberDescriptorType,
         return None
 
 
-def _pytest_watch(judge, trusted, pm, hooks, ours, since, _stat=os.stat):
+def _pytest_watch(judge, trusted, pm, hooks, ours, since, on_call=None, _stat=os.stat):
     """(check(key, at_call), post(args)): what the pytest launcher alone once decided, decided by
     the vault from pytest's own objects read as stored (_field): the function pytest is about to
     call for a test collected from a protected file is that file's (or a repository test file's
@@ -850,8 +855,14 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, since, _stat=os.stat):
     six's for six.moves, and one that swaps a graded test's function is seen by the check of the
     function itself.) The
     launcher's own checks of the same are reachable from the plugin pytest holds (its Trust, the
-    sets its closures share, its caches), so code under test could empty them."""
+    sets its closures share, its caches), so code under test could empty them.
+    A test run by pytest's own Function.runtest (as it was before any repository code ran) passes
+    only if the vault saw pytest about to call it; `on_call(key)` (why not, or None) is asked
+    then, for a test of a protected file."""
     hookexec = _field(pm, "_inner_hookexec")
+    python = _sys_module.modules.get("_pytest.python")
+    function = _field(python, "Function") if python is not None else None
+    runtest = _own(function, "runtest") if isinstance(function, type) else None
     protected = [(p[len(judge.workdir) + 1 :], p) for p in judge.protected]
     # key -> item; _addr(item) -> (item, key); key -> why not, as pytest was about to call it
     items, keys, calls = {}, {}, {}
@@ -950,8 +961,14 @@ def _pytest_watch(judge, trusted, pm, hooks, ours, since, _stat=os.stat):
         why = graded(key, item) if item is not None else None
         if at_call:
             calls[key] = why
-        else:
-            why = calls.get(key) or why
+            if on_call is not None:
+                why = why or on_call(key)
+        elif key in calls:
+            why = calls[key] or why
+        elif item is not None and runtest is not None and _own(type(item), "runtest") is runtest:
+            # pytest's own runtest calls the function through pytest_pyfunc_call, where the
+            # grader's wrapper posts "calling": a pass it never posted was run around the grader
+            why = "the graded test %s passed, but the grader never saw pytest call it" % key
         return why or hooks_why()
 
     def post(args):
@@ -982,6 +999,7 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
     mac_update, mac_hexdigest = _hmac_sha256(key)
     # bound here, before any repository code runs: `sys.exc_info = ...` later changes nothing
     write, getframe, exc_info = os.write, sys._getframe, sys.exc_info
+    gettrace, getprofile = sys.gettrace, sys.getprofile
     state = {"closed": False, "collected": None, "said": set(), "unreported": 0}
     phases = {}  # (key, phase) -> word, for reports that must be unique
     reported = set()
@@ -1037,6 +1055,8 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
             if why:
                 tampered("%s (seen by the vault at %s)" % (why, key[:200]))
         reported.add(key)
+        if exact is True:
+            shared["window"] = False  # opened as the test began (traced_from)
         if word:
             line(word + " " + shown.get(key, key))
 
@@ -1112,6 +1132,22 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         state["closed"] = True
         os.close(fd)
 
+    def traced_from(what):
+        """From here until the test's report is posted, the seal refuses a trace or profile
+        function of the code under test (shared["window"]): one is called for the graded test's
+        frames and the runner's, and could jump them (f_lineno) or rewrite their locals. None
+        may be set as the test begins either (a reason, or None)."""
+        shared["window"] = True
+        for name, fn in (("trace", gettrace()), ("profile", getprofile())):
+            code = _tracer_code(fn)
+            if code is not None and (judge is None or judge.repository_code(code)):
+                return "a %s function of the code under test (%s) was set when %s began" % (
+                    name,
+                    code.co_name,
+                    what[:200],
+                )
+        return None
+
     def grader_only(what):
         # a post only the grader's own code may make: the caller of sys.audit
         if from_grader is None or not from_grader(getframe(3).f_code):
@@ -1135,6 +1171,10 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
             seen = parts.setdefault(key, [0, None, False])
             seen[1] = seen[1] or why
             seen[2] = seen[2] or by_run is True
+            if by_run is True:
+                why = traced_from(key)
+                if why:
+                    tampered(why)
             stack.append((key, exc_info()[1]))
             return
         if not stack:
@@ -1224,7 +1264,9 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         if not grader_only("pytest's facts") or judge is None or not SEALED:
             return  # below Python 3.8 the vault is reachable: nothing to gain from its checks
         if args[0] == "pm" and not pytest_watch:
-            pytest_watch.extend(_pytest_watch(judge, trusted, args[1], args[2], args[3], since))
+            pytest_watch.extend(
+                _pytest_watch(judge, trusted, args[1], args[2], args[3], since, traced_from)
+            )
         elif pytest_watch:
             why = pytest_watch[1](args)
             if why:
@@ -1409,6 +1451,26 @@ def callable_code(fn, _static=inspect.getattr_static):
         return code
     call = _static(type(fn), "__call__", None)
     return getattr(getattr(call, "__func__", call), "__code__", None)
+
+
+def _tracer_code(fn, _partial=functools.partial):
+    """The code a trace or profile function runs, read as stored (no attribute of its own runs:
+    the vault asks): a function, a bound method, functools.partial of either, an instance of a
+    class whose __call__ is a function; None for built-in code (coverage's C tracer)."""
+    for _ in range(8):
+        kind = type(fn)
+        if fn is None:
+            return None
+        if kind is types.FunctionType:
+            return fn.__code__
+        if kind is types.MethodType:
+            fn = fn.__func__
+        elif isinstance(fn, _partial):  # partial's own member, not a subclass's property
+            fn = _own(_partial, "func").__get__(fn)
+        else:
+            call = _own(kind, "__call__")
+            return call.__code__ if type(call) is types.FunctionType else None
+    return None
 
 
 def closes_over(wrapper, inner):
