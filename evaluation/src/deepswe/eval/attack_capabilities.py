@@ -1,7 +1,7 @@
 """The in-process payloads of the attacks issue #42 wrote, one per capability the sealed grader
 takes away (the report pipe, the report's key, the graded tests' code, a trusted file's name,
 pytest's bytecode cache, a standard-library class on pytest's call path, the shared modules
-the seal's own judgments once read). Each is appended to the package's modules like every payload of
+the seal's own judgments once read, a profile function set while a graded test runs). Each is appended to the package's modules like every payload of
 `attack_scripts.PAYLOADS`, which includes these; `IDS` is that module's id reader.
 """
 
@@ -221,6 +221,58 @@ def _dsw_swallow(self, typ, value, tb):
     return _dsw_exit(self, typ, value, tb)
 
 _dsw_contextlib._GeneratorContextManager.__exit__ = _dsw_swallow
+""",
+    # A profile function the code under test sets while a test's call runs (every function of
+    # the package wrapped to set it): it is called for pytest's frames once the test raised, and
+    # rewrites CallInfo.from_call's `excinfo` to None (Python 3.8-3.12 copy f_locals back) for
+    # tests whose `def` is in their file, then clears itself before the report is made.
+    "profiler-in-the-call": """import functools as _dsw_ft, importlib as _dsw_il, os as _dsw_os
+import pkgutil as _dsw_pk, types as _dsw_ty
+
+def _dsw_item(frame):
+    for cell in getattr(frame.f_locals.get("func"), "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if hasattr(value, "nodeid") and hasattr(value, "fspath"):
+            return value
+    return None
+
+def _dsw_profile(frame, event, arg):
+    if event != "c_call" or frame.f_code.co_name != "from_call":
+        return
+    if frame.f_locals.get("excinfo") is None or frame.f_locals.get("when") != "call":
+        return
+    item = _dsw_item(frame)
+    try:
+        text = open(str(item.fspath)).read()
+    except Exception:
+        text = ""
+    if item is not None and ("def " + item.name.split("[")[0] + "(") in text:
+        frame.f_locals["excinfo"] = None
+    _dsw_sys.setprofile(None)
+
+def _dsw_armed(fn):
+    @_dsw_ft.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _dsw_os.environ.get("PYTEST_CURRENT_TEST", "").endswith(" (call)"):
+            if _dsw_sys.getprofile() is None:
+                _dsw_sys.setprofile(_dsw_profile)
+        return fn(*args, **kwargs)
+    return wrapper
+
+_dsw_mods = [_dsw_sys.modules[__name__]]
+for _dsw_info in _dsw_pk.iter_modules(globals().get("__path__") or []):
+    try:
+        _dsw_mods.append(_dsw_il.import_module(__name__ + "." + _dsw_info.name))
+    except Exception:
+        pass
+for _dsw_m in _dsw_mods:
+    for _dsw_n, _dsw_v in list(vars(_dsw_m).items()):
+        if isinstance(_dsw_v, _dsw_ty.FunctionType) and _dsw_v.__module__ == _dsw_m.__name__:
+            if not _dsw_n.startswith("_dsw"):
+                setattr(_dsw_m, _dsw_n, _dsw_armed(_dsw_v))
 """,
 }
 

@@ -144,6 +144,11 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "contextlib's generator context manager, which pytest runs each test call inside, made "
         "to swallow the test's AssertionError",
     ),
+    "profiler-in-the-call": (
+        _IN_PROCESS,
+        "a profile function set by the package while a test runs rewrites pytest's record of "
+        "the test's exception (CallInfo.from_call's excinfo) and clears itself before the report",
+    ),
 }
 ATTACKS: dict[str, Attack] = {
     n: Attack(n, family, why, body(n)) for n, (family, why) in WHY.items()
