@@ -262,6 +262,33 @@ def _rewriter(rewrite_test, config):
     return functools.partial(seal.rewritten, rewrite_test, config=config)
 
 
+def _hand_over(made, pass_hook):
+    """pytest's assertion rewriting of the graded files, done once: the seal rewrote them as the
+    launcher started, before any repository code ran, and its Trust compares each graded test's
+    code with those objects; pytest is handed the same objects instead of rewriting each file
+    again (the rewrite was most of what the seal added to a run). A file pytest names otherwise,
+    or a run whose enable_assertion_pass_hook changes the rewriting, is rewritten as before. Code
+    the code under test made pytest load instead is what the seal checks in any case."""
+    from _pytest.assertion import rewrite as rewriting
+
+    original = getattr(rewriting, "_rewrite_test", None)
+    if original is None or not made:
+        return
+    pairs = tuple(made.items())
+
+    def _rewrite_test(*args, **kwargs):
+        if kwargs or len(args) != 2:
+            return original(*args, **kwargs)
+        # (fn, config) from pytest 5 on; (config, fn) before
+        fn, config = args[::-1] if hasattr(args[0], "getini") else args
+        found = dict(pairs).get(str(fn))
+        if found is None or pass_hook(config):
+            return original(*args, **kwargs)
+        return found  # what pytest's own returned then: (the file's stat or hash, the code)
+
+    rewriting._rewrite_test = _rewrite_test
+
+
 # The code objects of a module's functions and methods (the seal's, which remembers the runner's).
 _module_codes = seal.module_codes
 
@@ -695,7 +722,9 @@ def main(argv):
 
     runner_dirs = [os.path.dirname(m.__file__) for m in (pytest, pluggy, unittest.case)]
     runner_dirs.append(os.path.dirname(importlib.import_module("_pytest").__file__))
-    post, trust, tampered = seal.install(settings, "pytest.main", runner_dirs)
+    handoff = {}
+    post, trust, tampered = seal.install(settings, "pytest.main", runner_dirs, handoff=handoff)
+    _hand_over(handoff, _pass_hook)
     installed = _pytest11()
     grader, finish = _plugin(post, tampered, trust, settings, cwd, since, installed)
     del settings  # the key is the vault's alone

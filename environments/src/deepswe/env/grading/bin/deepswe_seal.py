@@ -526,9 +526,10 @@ def module_codes(module):
     return out
 
 
-def rewritten(rewrite_test, path, config):
+def rewritten(rewrite_test, path, config, whole=False):
     """The code pytest's `_rewrite_test` makes of the file at `path`, across pytest's signatures
-    (3.x to 9.x); None where none fits."""
+    (3.x to 9.x); None where none fits. `whole`: what `_rewrite_test` returned (the file's stat
+    or source hash, then the code)."""
     calls = [lambda: rewrite_test(config, __import__("py").path.local(path))]  # pytest < 5
     try:
         from pathlib import Path
@@ -541,7 +542,8 @@ def rewritten(rewrite_test, path, config):
         pass
     for call in calls:
         try:
-            return call()[1]
+            made = call()
+            return made if whole else made[1]
         except Exception:  # another pytest's signature
             continue
     return None
@@ -575,8 +577,6 @@ def _clean_rewriter(
     _Exception=Exception,
     _loads=marshal.loads,
     _fstat=os.fstat,
-    _fork=getattr(os, "fork", None),
-    _exit=os._exit,
     _here=os.path.abspath(__file__),
 ):
     """(rewrite, prefetch, collect): rewrite(path) -> the code pytest's assertion rewriting makes of
@@ -586,10 +586,9 @@ def _clean_rewriter(
     pytest's code and the ast and pathlib it calls, all of which the code under test can rebind
     (a shared ast.parse made to give, for a file root owns, the package's own function), so the
     seal's Trust never asks it. `flag`: the run's enable_assertion_pass_hook. prefetch(paths)
-    forks this process for those files at once (the graded files, called before any repository
-    code runs: the copy's pytest is untouched, and it works beside pytest's start) and collect()
-    reads its answers (before any conftest is imported); any other file gets a child interpreter
-    of its own on first need."""
+    rewrites those files in this process (the graded files, called before any repository code
+    runs) and collect() reads what children answered; any other file gets a child interpreter of
+    its own on first need."""
     argv = [executable, "-I", _here, "--rewrite", "1" if flag else "0"] + list(search)
     done, pending = {}, []  # path -> code or None; [(paths, pid, read end)] not yet read
 
@@ -654,26 +653,13 @@ def _clean_rewriter(
             done[path] = code
 
     def prefetch(paths):
-        # forked now, before any repository code ran: a copy of this process as it is, pytest
-        # already imported and untouched, so no interpreter start and no import to pay for
-        paths = [p for p in paths if p not in done]
-        if _fork is None or not paths:
-            job = start(paths) if paths else None
-        else:
-            r_out, w_out = _pipe()
-            pid = _fork()
-            if pid == 0:  # the child: answer, and end without running anything of the parent's
-                code = 1
-                try:
-                    _close(r_out)
-                    _rewrite_into(paths, flag, w_out)
-                    code = 0
-                finally:
-                    _exit(code)
-            _close(w_out)
-            job = (paths, pid, r_out, ident(r_out))
-        if job is not None:
-            pending.append(job)
+        # rewritten now, in this process, before any repository code ran: pytest is imported and
+        # untouched. Returns {path: code} for those files, the same objects the Trust compares
+        # with (handed to pytest, it need not rewrite them again: deepswe_pytest._hand_over).
+        made = _rewrite_codes([p for p in paths if p not in done], flag)
+        for path, whole in made.items():
+            done[path] = whole[1] if whole is not None else None
+        return dict((p, w) for p, w in made.items() if w is not None)
 
     def rewrite(path):
         if path not in done:
@@ -706,10 +692,10 @@ def _serve_rewrite(argv):
     _rewrite_into(paths, argv[0] == "1", 1)
 
 
-def _rewrite_into(paths, flag, fd, _write=os.write):
-    """For each path, 8 hex digits of length and the code pytest's assertion rewriting makes of
-    it marshalled (length 0: it could not), written to `fd`, in a process no code under test ran
-    in (a child interpreter, or this one forked before any repository code ran)."""
+def _rewrite_codes(paths, flag):
+    """{path: what pytest's assertion rewriting returns for the file (its stat or source hash,
+    then its code), or None}, made in this process: call it only where no code under test ran (a
+    child interpreter, or the launcher before any repository code)."""
     from _pytest.assertion import rewrite as rewriting
 
     class Config(object):
@@ -724,10 +710,20 @@ def _rewrite_into(paths, flag, fd, _write=os.write):
         def __call__(self, *args, **kwargs):
             return None
 
-    config, rewrite_test = Config(), rewriting._rewrite_test
+    config, rewrite_test, out = Config(), rewriting._rewrite_test, {}
     for path in paths:
-        code = rewritten(rewrite_test, path, config)
-        data = marshal.dumps(code) if isinstance(code, types.CodeType) else b""
+        made = rewritten(rewrite_test, path, config, whole=True)
+        ok = isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], types.CodeType)
+        out[path] = made if ok else None
+    return out
+
+
+def _rewrite_into(paths, flag, fd, _write=os.write):
+    """For each path, 8 hex digits of length and the code pytest's assertion rewriting makes of
+    it marshalled (length 0: it could not), written to `fd` (the child's answer)."""
+    made = _rewrite_codes(paths, flag)
+    for path in paths:
+        data = marshal.dumps(made[path][1]) if made[path] is not None else b""
         blob = ("%08x" % len(data)).encode() + data
         while blob:
             blob = blob[_write(fd, blob) :]
@@ -1571,11 +1567,13 @@ def read_settings(fd):
         return json.load(f)
 
 
-def install(settings, runner, runner_dirs, tracing=True):
+def install(settings, runner, runner_dirs, tracing=True, handoff=None):
     """The vault (and from Python 3.8 the seal) for this process; returns (post, trust, tampered):
     post(kind, *args) reports through the vault, trust judges code. Called from the launcher's
     main function (its frame is the only one that may close the report). `tracing` False: no trace
-    or profile function may be set (the reproduction's launcher)."""
+    or profile function may be set (the reproduction's launcher). `handoff` (the pytest
+    launcher's, a dict): filled with {path: (stat or source hash, code)} of the graded files as
+    the seal's own rewriting made them, for pytest to load instead of rewriting them again."""
     fd = int(settings["report_fd"])
     os.set_inheritable(fd, False)  # not to the tests' subprocesses
 
@@ -1610,7 +1608,9 @@ def install(settings, runner, runner_dirs, tracing=True):
     search = sorted(set(os.path.dirname(d) for d in runner_dirs))
     sealed.clean = [sys.executable, search, scope["_clean_rewriter"](sys.executable, search, False)]
     if SEALED and runner == "pytest.main":
-        sealed.clean[2][1](sorted(sealed.protected))
+        codes = sealed.clean[2][1](sorted(sealed.protected))
+        if handoff is not None:
+            handoff.update(codes)
     sealed.remember_runner(list(sys.modules.values()))
     shared = {"window": False}
     grader_file, from_its_file = sealed.grader_file, sealed.from_its_file
