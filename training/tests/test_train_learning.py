@@ -5,6 +5,7 @@ scripted fixes (deepswe.train.scripted_fixes).
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -55,7 +56,10 @@ def test_grpo_raises_the_tiny_models_reward(tmp_path):
     """bench/learning.py, shortened: SFT on one toy task's scripted fixes (1 right : 2 wrong),
     then 10 GRPO++ steps of 2 x 4 real Docker episodes. Reward is measured before and after on
     the same 32 seeded episodes. Measured at 16 steps (training/README.md): 0.219 -> 0.875.
-    About 8 minutes on 2 cores: SFT 4, measurements 1.5, GRPO++ 3."""
+    About 8 minutes on 2 cores idle (SFT 4, measurements 1.5, GRPO++ 3), 12 under CI's load:
+    a fifth of `make test`, so it runs where DEEPSWE_LEARNING is set (and as bench/learning.py)."""
+    if not os.environ.get("DEEPSWE_LEARNING"):
+        pytest.skip("a learning run of 8-12 minutes: set DEEPSWE_LEARNING=1 (or bench/learning.py)")
     bench = _bench()
     r = bench.learning_run(tmp_path, steps=10, eval_samples=32, log=print)
     curve = [round(s["reward/mean"], 3) for s in r.steps]
