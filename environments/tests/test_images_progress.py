@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -51,3 +52,31 @@ def test_a_docker_build_step_that_prints_nothing_still_shows_progress(monkeypatc
     assert any(x.startswith(step) for x in beats), beats
     assert any("last output: compiling" in x for x in beats)
     client().images.remove("deepswe-test/heartbeat:1")
+
+
+def test_what_the_code_below_is_doing_is_named_in_each_beat():
+    """Issue #45: while a build stage compiled numpy for minutes the heartbeat said only
+    "fetching the wheels of pip step 1 of 1"; the innermost activity of the build's own thread
+    is now named, and another thread's is not."""
+    lines: list[str] = []
+    done = threading.Event()
+
+    def other() -> None:
+        with progress.activity("someone else's"):
+            done.wait(5)
+
+    elsewhere = threading.Thread(target=other)
+    elsewhere.start()
+    with Heartbeat(lines.append, "deepswe/env:abc (env, on the host)", every=0.2) as beat:
+        beat.doing("fetching the wheels of pip step 1 of 1")
+        outer = progress.activity("pip download for Python 3.9: numpy==1.19.2")
+        inner = progress.activity("building numpy-1.19.2.tar.gz with Python 3.9: pip wheel")
+        with outer, inner:
+            time.sleep(0.5)
+        time.sleep(0.45)
+    done.set()
+    elsewhere.join()
+    named = "(building numpy-1.19.2.tar.gz with Python 3.9: pip wheel)"
+    assert any(line.endswith(named) for line in lines), lines
+    assert lines[-1].endswith("s so far"), lines  # the activities ended: nothing named
+    assert not any("someone else's" in line for line in lines)

@@ -41,6 +41,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from deepswe.env.images.build_stage import HostInterpreter
 from deepswe.env.images.markers import for_target
 from deepswe.env.images.pip_runner import resolver_python
+from deepswe.env.images.progress import activity
 from deepswe.env.images.recipe import cache_root
 from deepswe.env.images.sdist_fallback import (
     PIP_TIMEOUT_S,
@@ -185,8 +186,12 @@ def build_native_wheel(
         if res.returncode != 0:
             raise WheelDownloadError(f"no wheels of {where.repair_tools} here:\n{tail(res)}")
         steps.append([py, "-m", "pip", "install", *offline, *where.repair_tools])
-    for cmd in steps:
-        res = where.run(cmd, clean, BUILD_TIMEOUT_S, work)
+    at = f"in build stage {where.image}" if hasattr(where, "image") else "on the host"
+    names = ["a venv", "its build requirements", "pip wheel", "the repair tools"]
+    for k, cmd in enumerate(steps):
+        doing = f"building {sdist.name} with Python {python_version} {at}: {names[k]}"
+        with activity(doing):  # the build's heartbeat says it (progress.py)
+            res = where.run(cmd, clean, BUILD_TIMEOUT_S, work)
         if res.returncode != 0:
             raise WheelDownloadError(
                 f"{sdist.name} did not build with Python {python_version} and the build "
@@ -195,7 +200,8 @@ def build_native_wheel(
     wheels = sorted((work / "out").glob("*.whl"))
     if not wheels:
         raise WheelDownloadError(f"{sdist.name}: pip wheel wrote no wheel")
-    wheel = where.repair(wheels[0], work, clean, BUILD_TIMEOUT_S)
+    with activity(f"repairing {wheels[0].name} {at}"):
+        wheel = where.repair(wheels[0], work, clean, BUILD_TIMEOUT_S)
     _keep(wheel, chosen, where.key)
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / wheel.name

@@ -38,6 +38,7 @@ from pathlib import Path
 from deepswe.env.images.build_stage import BuildStage, HostInterpreter
 from deepswe.env.images.markers import unmet_for_target
 from deepswe.env.images.pip_runner import resolver_python
+from deepswe.env.images.progress import activity
 from deepswe.env.images.recipe import SUITES, cache_root, debian_arch
 from deepswe.env.images.sdist_fallback import (
     PIP_TIMEOUT_S,
@@ -379,7 +380,11 @@ def _pip_download(
     cmd += ["--dest", str(dest), "--find-links", str(find_links or dest), *requirements]
     if constraints is not None:
         cmd += ["--constraint", str(constraints)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
+    shown = ", ".join(requirements[:3]) + (
+        f" and {len(requirements) - 3} more" * (len(requirements) > 3)
+    )
+    with activity(f"pip download for Python {python_version}: {shown}"):  # the build's heartbeat
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
 
 
 def pip_install_command(
