@@ -458,13 +458,19 @@ def _dsw_arm():
 """
 
 
-def test_a_tracer_jumps_pytest_past_the_exception(tmp_path: Path) -> None:
+def _launch_armed(tmp_path: Path, init: str, call: str = "_dsw_arm()"):
+    """`init` as calc/__init__.py, and calc.ops.add calling `calc.<call>` first: the package
+    acts from inside the graded test's own call."""
     from test_grading_launcher import OPS
 
-    repo = make_repo(tmp_path / "repo", JUMP)
-    armed = OPS.replace("def add(a, b):\n", "def add(a, b):\n    import calc; calc._dsw_arm()\n")
+    repo = make_repo(tmp_path / "repo", init)
+    armed = OPS.replace("def add(a, b):\n", f"def add(a, b):\n    import calc; calc.{call}\n")
     (repo / "calc" / "ops.py").write_text(armed)
-    run = launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
+    return launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
+
+
+def test_a_tracer_jumps_pytest_past_the_exception(tmp_path: Path) -> None:
+    run = _launch_armed(tmp_path, JUMP)
     assert tampered(run), (run.statuses, run.output[-3000:])
     assert run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
 
@@ -507,12 +513,7 @@ def _dsw_arm():
 
 @pytest.mark.skipif(sys.version_info >= (3, 13), reason="f_locals writes back through a proxy")
 def test_a_profile_function_rewrites_pytests_locals(tmp_path: Path) -> None:
-    from test_grading_launcher import OPS
-
-    repo = make_repo(tmp_path / "repo", REWRITE)
-    armed = OPS.replace("def add(a, b):\n", "def add(a, b):\n    import calc; calc._dsw_arm()\n")
-    (repo / "calc" / "ops.py").write_text(armed)
-    run = launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
+    run = _launch_armed(tmp_path, REWRITE)
     assert tampered(run), (run.statuses, run.output[-3000:])
     assert run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
 
@@ -600,14 +601,7 @@ def _dsw_pass(name):
 
 @pytest.mark.xfail(strict=True, reason="open: a signal handler is handed the vault's frames")
 def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path) -> None:
-    from test_grading_launcher import OPS
-
-    repo = make_repo(tmp_path / "repo", SIGNAL)
-    armed = OPS.replace(
-        "def add(a, b):\n", "def add(a, b):\n    import calc; calc._dsw_pass('test_add')\n"
-    )
-    (repo / "calc" / "ops.py").write_text(armed)
-    run = launch(repo, touched=["calc/__init__.py", "calc/ops.py"])
+    run = _launch_armed(tmp_path, SIGNAL, "_dsw_pass('test_add')")
     assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] != "PASSED", (
         run.statuses,
         run.output[-3000:],
