@@ -225,7 +225,8 @@ _dsw_contextlib._GeneratorContextManager.__exit__ = _dsw_swallow
     # A profile function the code under test sets while a test's call runs (every function of
     # the package wrapped to set it): it is called for pytest's frames once the test raised, and
     # rewrites CallInfo.from_call's `excinfo` to None (Python 3.8-3.12 copy f_locals back) for
-    # tests whose `def` is in their file, then clears itself before the report is made.
+    # tests whose `def` is in their file, then clears itself before the report is made (as
+    # from_call returns, for a call that did not raise).
     "profiler-in-the-call": """import functools as _dsw_ft, importlib as _dsw_il, os as _dsw_os
 import pkgutil as _dsw_pk, types as _dsw_ty
 
@@ -240,9 +241,12 @@ def _dsw_item(frame):
     return None
 
 def _dsw_profile(frame, event, arg):
-    if event != "c_call" or frame.f_code.co_name != "from_call":
+    if frame.f_code.co_name != "from_call":
         return
-    if frame.f_locals.get("excinfo") is None or frame.f_locals.get("when") != "call":
+    if event == "return":  # a call that did not raise: gone before its report is made
+        _dsw_sys.setprofile(None)
+        return
+    if event != "c_call" or frame.f_locals.get("excinfo") is None:
         return
     item = _dsw_item(frame)
     try:
