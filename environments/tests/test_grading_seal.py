@@ -432,4 +432,4 @@ def test_a_trace_function_set_while_the_report_is_made(repo, task, image):
     assert _grade(task, patch, image, rules="swebench").grade.outcome is Outcome.RESOLVED
     run = _grade(task, patch, image)
     assert run.grade.outcome is Outcome.TAMPERED, run.text
-    assert "settrace while pytest made a report" in run.grade.reason
+    assert "settrace while a graded test ran or pytest made a report" in run.grade.reason

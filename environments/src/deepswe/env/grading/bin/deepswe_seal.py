@@ -1410,7 +1410,10 @@ def _seal(trust, tampered, tracing=True, shared=None, busy=None):
                 return
             code = asker_past_stdlib()
             if code is None or trust.repository_code(code):
-                refuse("the code under test called %s while pytest made a report" % name)
+                refuse(
+                    "the code under test called %s while a graded test ran or pytest made a report"
+                    % name
+                )
 
         return check
 
