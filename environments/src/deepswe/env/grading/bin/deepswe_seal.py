@@ -67,7 +67,8 @@ first part unittest's run begins: traced_from, where one already set is tampered
 report is posted, and while pytest makes and logs any report (the window its "window" posts
 open and close); the launchers check that none of the repository's is running at each report.
 A Python signal handler is not stopped: it runs between any two bytecodes, this hook's among
-them, and is handed the frame running then, from whose closures the vault's state is reached. Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
+them, and is handed the frame running then, from whose closures the vault's state is reached.
+Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
 posts "arm" from its main frame before any test runs: the vault keeps that frame's locals and, at
 the closing post, finds each the same object or the run tampered; the pytest launcher on 3.13
 also holds ("frames") the locals of every frame waiting for each test phase and for collection,
@@ -654,8 +655,9 @@ def _clean_rewriter(
 
     def prefetch(paths):
         # rewritten now, in this process, before any repository code ran: pytest is imported and
-        # untouched. Returns {path: code} for those files, the same objects the Trust compares
-        # with (handed to pytest, it need not rewrite them again: deepswe_pytest._hand_over).
+        # untouched. Returns {path: (stat or source hash, code)} for those files, the very code
+        # objects the Trust compares with (handed to pytest, which need not rewrite them again:
+        # deepswe_pytest._hand_over).
         made = _rewrite_codes([p for p in paths if p not in done], flag)
         for path, whole in made.items():
             done[path] = whole[1] if whole is not None else None
