@@ -46,8 +46,8 @@ own checks are reachable from the plugin pytest holds, and could be disarmed.
 The private scope: the seal's Trust, the vault and the capability checks read a copy of this
 module's globals made before any repository code runs (_sealed_scope), with their own builtins,
 copies of os, sys and types, the kernel's resolution of a path (_kernel_paths), an HMAC of
-hashlib's C objects (_hmac_sha256) and pytest's rewriting done where no code under test ran, a
-fork taken before any repository code or a child interpreter (_clean_rewriter): what they read,
+hashlib's C objects (_hmac_sha256) and pytest's rewriting done where no code under test ran, in
+the launcher before any repository code or in a child interpreter (_clean_rewriter): what they read,
 the code under test cannot rebind (os.path.realpath, builtins.open, ast.parse each once made the
 package's own function pass for pytest's).
 The pytest watch: what the pytest launcher alone once decided (its state is reachable, and was
@@ -580,7 +580,7 @@ def _clean_rewriter(
     _fstat=os.fstat,
     _here=os.path.abspath(__file__),
 ):
-    """(rewrite, prefetch, collect): rewrite(path) -> the code pytest's assertion rewriting makes of
+    """(rewrite, prefetch): rewrite(path) -> the code pytest's assertion rewriting makes of
     the file at `path`, as a pytest no code under test touched makes it, or None. A child
     interpreter (`executable -I`, this file run as a script, the folders `search` after its own)
     reads the paths on its stdin and writes each code marshalled. The rewriting in this process runs
@@ -588,10 +588,9 @@ def _clean_rewriter(
     (a shared ast.parse made to give, for a file root owns, the package's own function), so the
     seal's Trust never asks it. `flag`: the run's enable_assertion_pass_hook. prefetch(paths)
     rewrites those files in this process (the graded files, called before any repository code
-    runs) and collect() reads what children answered; any other file gets a child interpreter of
-    its own on first need."""
+    runs); any other file gets a child interpreter of its own on first need, read at once."""
     argv = [executable, "-I", _here, "--rewrite", "1" if flag else "0"] + list(search)
-    done, pending = {}, []  # path -> code or None; [(paths, pid, read end)] not yet read
+    done = {}  # path -> code or None
 
     def start(paths):
         if _spawn is None:
@@ -665,24 +664,13 @@ def _clean_rewriter(
 
     def rewrite(path):
         if path not in done:
-            for job in list(pending):
-                if path in job[0]:
-                    pending.remove(job)
-                    finish(job)
-        if path not in done:
             job = start([path])
             if job is None:
                 return None
             finish(job)
         return done.get(path)
 
-    def collect():
-        # what was prefetched, read now (before any conftest runs): a descriptor left open while
-        # the code under test runs could be read away or closed by it
-        while pending:
-            finish(pending.pop())
-
-    return rewrite, prefetch, collect
+    return rewrite, prefetch
 
 
 def _serve_rewrite(argv):
@@ -1235,10 +1223,6 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         # ("watch", entries): the launcher's watched callables, before any repository code ran;
         # ("rewrite", fn): pytest's assertion rewriting for the seal's own Trust, watched too
         if not grader_only("a watch of callables") or judge is None:
-            return
-        if args[0] == "collect":
-            if judge.clean is not None:
-                judge.clean[2][2]()
             return
         if args[0] == "rewrite":
             # pytest is configured: the seal's Trust rewrites as a clean pytest does (the
