@@ -380,10 +380,7 @@ def _pip_download(
     cmd += ["--dest", str(dest), "--find-links", str(find_links or dest), *requirements]
     if constraints is not None:
         cmd += ["--constraint", str(constraints)]
-    shown = ", ".join(requirements[:3]) + (
-        f" and {len(requirements) - 3} more" * (len(requirements) > 3)
-    )
-    with activity(f"pip download for Python {python_version}: {shown}"):  # the build's heartbeat
+    with activity(f"pip download for Python {python_version}: {' '.join(requirements)[:160]}"):
         return subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
 
 
