@@ -475,6 +475,21 @@ def test_a_tracer_jumps_pytest_past_the_exception(tmp_path: Path) -> None:
     assert run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
 
 
+# The same jump, the window closed first by a status the package posts itself for the graded test
+# (anyone can post one; the vault once closed the window at any status): found at the stop of the
+# session that opened the window at the graded call, reward 1 until only the launcher's own
+# "window" post closed it.
+def test_a_status_the_package_posts_does_not_close_the_window(tmp_path: Path) -> None:
+    post = (
+        "_dsw_sys.audit('deepswe.grader', 'status', 'tests/test_ops.py::test_add', 'x', '', True)"
+    )
+    run = _launch_armed(
+        tmp_path, JUMP.replace("def _dsw_arm():\n", f"def _dsw_arm():\n    {post}\n")
+    )
+    assert tampered(run), (run.statuses, run.output[-3000:])
+    assert run.statuses["tests/test_ops.py::test_add"] != "PASSED", run.statuses
+
+
 # The same capability through a profile function, which needs no jump: set by the graded test's
 # call (add), it is called for pytest's frames too (`c_call` of from_call's own calls, once the
 # test has raised), and on Python 3.8-3.12 what it writes to their f_locals is copied back:

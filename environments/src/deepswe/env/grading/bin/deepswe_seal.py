@@ -1041,8 +1041,6 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
             if why:
                 tampered("%s (seen by the vault at %s)" % (why, key[:200]))
         reported.add(key)
-        if exact is True:
-            shared["window"] = False  # opened as the test began (traced_from)
         if word:
             line(word + " " + shown.get(key, key))
 
@@ -1119,10 +1117,11 @@ def _vault(key, fd, main_frame, runner, shared=None, from_grader=None, judge=Non
         os.close(fd)
 
     def traced_from(what):
-        """From here until the test's report is posted, the seal refuses a trace or profile
-        function of the code under test (shared["window"]): one is called for the graded test's
-        frames and the runner's, and could jump them (f_lineno) or rewrite their locals. None
-        may be set as the test begins either (a reason, or None)."""
+        """From here until the launcher closes the window once the test's report is posted (its
+        "window" post: a status anyone can post), the seal refuses a trace or profile function of
+        the code under test (shared["window"]): one is called for the graded test's frames and
+        the runner's, and could jump them (f_lineno) or rewrite their locals. None may be set as
+        the test begins either (a reason, or None)."""
         shared["window"] = True
         for name, fn in (("trace", gettrace()), ("profile", getprofile())):
             code = _tracer_code(fn)
