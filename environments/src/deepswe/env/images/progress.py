@@ -83,9 +83,9 @@ class Heartbeat:
                     continue
                 self._said = now
                 line = f"  {self.label}: {self.what}, {now - self.started:.0f} s so far"
-                inner = _DOING.get(self._owner)
+                inner = _DOING.get(self._owner, [])[-1:]  # a slice: the owner may pop meanwhile
                 if inner:
-                    line += f" ({inner[-1]})"
+                    line += f" ({inner[0]})"
                 if self.last_output:
                     line += f"; last output: {self.last_output[:160]}"
             self.log(line)
