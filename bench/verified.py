@@ -190,6 +190,8 @@ def one(row: dict, mirror: Path, folder: Path, rules: str | None = None) -> dict
     )
     if sizes.tree_mb:  # the shared working tree (images/worktree.py); absent in older results
         res["tree_mb"] = sizes.tree_mb
+    if sizes.base:  # the Debian base inside env_mb, shared (bench/verified_budget.py)
+        res["base"], res["base_mb"] = sizes.base, sizes.base_mb
     if rules is not None:  # --rules: the same row graded under other rules (issue #42: strict)
         task = task.model_copy(
             update={"test_spec": task.test_spec.model_copy(update={"rules": rules})}

@@ -4,9 +4,15 @@ Each eligible row needs its task layer; each distinct environment image (its tag
 translate to the same pip steps, Python and Debian packages share one, as requests' and sympy's
 do) one; each environment and base-commit year one history layer (images/history.py). A layer's
 MB and build seconds come from bench/verified.py's results: the spec's own measurement where one
-was built, else the mean of its repository's, else the mean of all. Base images (Debian variants) are
-shared and not counted. Printed as a markdown table per repository and a total, beside Epoch's
-30 GiB for all of Verified as a ratio.
+was built, else the mean of its repository's, else the mean of all. Printed as a markdown table
+per repository and a total, beside Epoch's 30 GiB for all of Verified as a ratio.
+
+Debian base images (images/base.py: one debootstrap rootfs per suite and extra-package set, one
+layer) are shared by every environment built on them, and the engine stores each once: each
+distinct base is counted once, on its own line, at its size in the engine, and an environment
+counts only what it adds to its base (a measured env MB, the whole image, less its base's MB:
+the row's own `base_mb`, else its base's size in the engine now). A base not in the engine is
+built with --build-bases, else its environments count whole (the line says which).
 
 Task layers built over a shared working tree (images/worktree.py; their results carry
 `tree_mb`) hold only what their base commit changes: in a repository with any such row, the
@@ -37,15 +43,35 @@ from pathlib import Path
 from statistics import mean
 
 
-def env_tag(row: dict, mirror: Path) -> str:
-    """The environment image tag `row` builds (no probe: a compiler a wheel gap would add is not
-    foreseen, so two such environments may count as one)."""
+def env_tags(row: dict, mirror: Path) -> tuple[str, str, str, tuple[str, ...]]:
+    """The environment image tag `row` builds, its base image's tag, the base's suite and extra
+    packages (no probe: a compiler a wheel gap would add is not foreseen, so two such
+    environments may count as one)."""
     from deepswe.data.loaders.swebench import swebench_row_to_task
+    from deepswe.env.images.recipe import base_image_tag
     from deepswe.env.images.task import env_image_tag
     from deepswe.env.recipes.swebench.environment import build_from_source
 
-    task = build_from_source(swebench_row_to_task(row), mirror, probe=False)
-    return env_image_tag(task.environment)
+    spec = build_from_source(swebench_row_to_task(row), mirror, probe=False).environment
+    base = base_image_tag(spec.base, spec.apt)
+    return env_image_tag(spec), base, spec.base, tuple(sorted(set(spec.apt)))
+
+
+def base_sizes(bases: dict[str, tuple[str, tuple[str, ...]]], build: bool) -> dict[str, float]:
+    """MB of each base image (tag -> (suite, extra packages)) the engine holds; with `build`,
+    the missing ones are built first (images/base.py: debootstrap, minutes each)."""
+    from deepswe.env.images.base import ensure_base_image
+    from deepswe.env.sandbox.docker import client
+
+    out = {}
+    for tag, (suite, extra) in sorted(bases.items()):
+        if build:
+            ensure_base_image(suite, extra=extra)
+        try:
+            out[tag] = client().images.get(tag).attrs["Size"] / 1e6
+        except Exception:  # not built here: docker.errors.ImageNotFound
+            continue
+    return out
 
 
 def eligible_rows(root: Path) -> list[dict]:
@@ -117,24 +143,44 @@ def _tree_rows(measured: dict) -> dict:
 def carried_lines(text: str, skip: set[str]) -> dict[str, dict[str, float]]:
     """Per repository not in `skip`, the counts and GB of an earlier budget table's line (its
     columns before the tree layer: rows, environments, histories, env, history, task, total;
-    or this table's own)."""
+    with trees; or this table's own, with bases). An env GB carried from a table without bases
+    is the environments whole, their bases included."""
     out = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 8 or "/" not in cells[0] or cells[0] in skip:
             continue
-        nums = [float(c) for c in cells[1:]]
+        nums = [0.0 if c == "-" else float(c) for c in cells[1:]]
         keys = ["rows", "envs", "histories", "env_mb", "history_mb", "task_mb"]
         if len(nums) == 9:  # with trees
             keys = ["rows", "envs", "histories", "trees", "env_mb", "history_mb", "tree_mb"]
             keys.append("task_mb")
+        elif len(nums) == 11:  # with bases (this table's own)
+            keys = ["rows", "bases", "envs", "histories", "trees", "base_mb", "env_mb"]
+            keys += ["history_mb", "tree_mb", "task_mb"]
         acc = dict(zip(keys, nums, strict=False))
+        acc.pop("bases", None)
+        acc.pop("base_mb", None)  # counted once, on the shared line
         out[cells[0]] = {k: v * 1000 if k.endswith("_mb") else v for k, v in acc.items()}
     return out
 
 
-def budget(root: Path, results: list[dict], carry: str = "") -> str:
-    built = [r for r in results if "env_mb" in r]
+def _env_own(built: list[dict], base_of: dict[str, str], base_mb: dict[str, float]) -> set[str]:
+    """Set each built row's `env_own_mb`: its environment's MB less its base's (the row's own
+    `base_mb`, else its base's size in the engine), or whole where neither is known. Returns the
+    bases whose size was not known."""
+    unknown = set()
+    for r in built:
+        base = r.get("base") or base_of.get(r["instance_id"], "")
+        size = r.get("base_mb") or base_mb.get(base)
+        if not size:
+            unknown.add(base or f"(no base for {r['instance_id']})")
+        r["env_own_mb"] = max(r["env_mb"] - (size or 0), 0)
+    return unknown
+
+
+def budget(root: Path, results: list[dict], carry: str = "", build_bases: bool = False) -> str:
+    built = [dict(r) for r in results if "env_mb" in r]
     measured: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in built:
         measured[(r["repo"], r["version"])].append(r)
@@ -148,18 +194,28 @@ def budget(root: Path, results: list[dict], carry: str = "") -> str:
     envs: set[str] = set()
     cloned = {p.name for p in (root / "mirror").iterdir()}
     uncloned: set[str] = set()
+    counted = []  # (row, env tag, base tag, year month)
+    bases: dict[str, tuple[str, tuple[str, ...]]] = {}
+    base_of: dict[str, str] = {}
     for row in eligible_rows(root):
-        key, repo = (row["repo"], row["version"]), row["repo"]
-        if repo.replace("/", "__") not in cloned:  # its environments cannot be read here
-            uncloned.add(repo)
+        if row["repo"].replace("/", "__") not in cloned:  # its environments cannot be read here
+            uncloned.add(row["repo"])
             continue
+        env, base, suite, extra = env_tags(row, root / "mirror")
+        bases[base] = (suite, extra)
+        base_of[row["instance_id"]] = base
+        counted.append((row, env, base, _year(root, row)))
+    unknown = _env_own(built, base_of, base_sizes(bases, build_bases))
+    repo_bases: dict[str, set[str]] = defaultdict(set)
+    for row, env, base, year_month in counted:
+        key, repo = (row["repo"], row["version"]), row["repo"]
         acc = per_repo[repo]
         acc["rows"] += 1
+        repo_bases[repo].add(base)
         layout = treed if repo in treed_repos else measured  # see the module doc
         acc["task_mb"] += _estimate(layout, key, repo, "task_layer_mb")
         acc["task_s"] += _estimate(measured, key, repo, "task_s")
-        env = env_tag(row, root / "mirror")
-        year, quarter = _quarter(_year(root, row))
+        year, quarter = _quarter(year_month)
         if repo in treed_repos and (env, (year, quarter)) not in trees:
             trees.add((env, (year, quarter)))
             acc["trees"] += 1
@@ -167,38 +223,55 @@ def budget(root: Path, results: list[dict], carry: str = "") -> str:
         if env not in envs:
             envs.add(env)
             acc["envs"] += 1
-            acc["env_mb"] += _estimate(measured, key, repo, "env_mb")
+            acc["env_mb"] += _estimate(measured, key, repo, "env_own_mb")
         hist = (env, year)
         if hist not in histories:
             histories.add(hist)
             acc["histories"] += 1
             acc["history_mb"] += _estimate(measured, key, repo, "history_mb")
+    for repo, used in repo_bases.items():
+        per_repo[repo]["bases"] = len(used)
+    sizes = base_sizes(bases, False)
+    shared = {"bases": len(bases), "base_mb": sum(sizes.get(b, 0.0) for b in bases)}
     if carry:  # repositories with no clone here: an earlier table's line (module doc)
         for repo, acc in carried_lines(carry, set(per_repo)).items():
             per_repo[f"{repo} (carried)"] = defaultdict(float, acc)
             uncloned.discard(repo)
+    return _table(
+        per_repo, shared, treed_repos, env_s, len(built), len(measured), uncloned, unknown
+    )
+
+
+def _table(per_repo, shared, treed_repos, env_s, n_built, n_specs, uncloned, unknown) -> str:
+    layers = ("base_mb", "env_mb", "history_mb", "tree_mb", "task_mb")
+    counts = ("rows", "bases", "envs", "histories", "trees")
     lines = [
-        "| repository | rows | environments | histories | trees | env GB | history GB | tree GB "
-        "| task GB | total GB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| repository | rows | bases | environments | histories | trees | base GB | env GB "
+        "| history GB | tree GB | task GB | total GB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     total: dict[str, float] = defaultdict(float)
-    layers = ("env_mb", "history_mb", "tree_mb", "task_mb")
     for repo, acc in sorted(per_repo.items()):
         gb = {k: acc[k] / 1000 for k in layers}
-        for k in ("rows", "envs", "histories", "trees", "task_s"):
+        for k in (*counts, "task_s"):
             total[k] += acc[k]
         for k, v in gb.items():
             total[k] += v
         lines.append(
-            f"| {repo} | {acc['rows']:.0f} | {acc['envs']:.0f} | {acc['histories']:.0f} | "
-            f"{acc['trees']:.0f} | {' | '.join(f'{gb[k]:.1f}' for k in layers)} | "
-            f"{sum(gb.values()):.1f} |"
+            f"| {repo} | {' | '.join(f'{acc[k]:.0f}' for k in counts)} | "
+            f"- | {' | '.join(f'{gb[k]:.1f}' for k in layers[1:])} | {sum(gb.values()):.1f} |"
         )
+    base_gb = shared["base_mb"] / 1000
+    lines.append(
+        f"| Debian bases, each once | - | {shared['bases']} | - | - | - | {base_gb:.1f} | - | - "
+        f"| - | - | {base_gb:.1f} |"
+    )
+    total["base_mb"] = base_gb
     all_gb = sum(total[k] for k in layers)
     lines.append(
-        f"| all | {total['rows']:.0f} | {total['envs']:.0f} | {total['histories']:.0f} | "
-        f"{total['trees']:.0f} | {' | '.join(f'{total[k]:.1f}' for k in layers)} | {all_gb:.1f} |"
+        f"| all | {total['rows']:.0f} | {shared['bases']} | "
+        f"{' | '.join(f'{total[k]:.0f}' for k in counts[2:])} | "
+        f"{' | '.join(f'{total[k]:.1f}' for k in layers)} | {all_gb:.1f} |"
     )
     epoch_gb = EPOCH_GIB * 2**30 / 1e9
     lines.append(
@@ -209,11 +282,16 @@ def budget(root: Path, results: list[dict], carry: str = "") -> str:
     timed = {k: sum(a[k] for r, a in per_repo.items() if "(carried)" not in r) for k in total}
     hours = (timed["envs"] * env_s + timed["task_s"]) / 3600
     lines.append(
-        f"\nfrom {len(built)} rows built ({len(measured)} specs): mean environment build "
+        f"\nfrom {n_built} rows built ({n_specs} specs): mean environment build "
         f"{env_s:.0f} s, mean task build {timed['task_s'] / max(timed['rows'], 1):.0f} s; "
         f"building the {timed['rows']:.0f} rows counted here (not carried) one at a time: "
         f"about {hours:.1f} h on this machine"
     )
+    if unknown:
+        lines.append(
+            f"\nBases not in the engine (their environments counted whole; --build-bases builds "
+            f"them): {', '.join(sorted(unknown))}."
+        )
     if uncloned:
         lines.append(f"\nNot counted (no clone under mirror/): {', '.join(sorted(uncloned))}.")
     return "\n".join(lines)
@@ -254,6 +332,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, nargs="+", default=[Path("runs/bench-verified")])
     ap.add_argument("--table", type=Path, default=None, help="rows from a saved table")
     ap.add_argument("--carry", type=Path, default=None, help="an earlier budget table's lines")
+    ap.add_argument(
+        "--build-bases", action="store_true", help="build the Debian bases the engine lacks"
+    )
     args = ap.parse_args()
     root = os.environ.get("DEEPSWE_VERIFIED_DIR")
     if not root:
@@ -267,7 +348,7 @@ def main() -> None:
             r = json.loads(p.read_text())
             by_id[r["instance_id"]] = r
     carry = args.carry.read_text() if args.carry else ""
-    print(budget(Path(root), list(by_id.values()), carry))
+    print(budget(Path(root), list(by_id.values()), carry, args.build_bases))
 
 
 if __name__ == "__main__":

@@ -165,6 +165,7 @@ def test_two_tasks_of_a_quarter_share_the_tree_and_testbed_is_the_whole_checkout
     now share one tree image holding the reference's files; the second task's layer holds what it
     changes, not the big blob; and /testbed is what the whole checkout was: same HEAD on main,
     same refs, same objects reachable, clean `git status`, same paths, modes and bytes."""
+    from deepswe.env.images.sizes import layer_sizes
     from deepswe.env.images.task import ensure_task_image
     from deepswe.env.sandbox import SandboxLimits
     from deepswe.env.sandbox.docker import DockerSandbox, client
@@ -193,6 +194,12 @@ def test_two_tasks_of_a_quarter_share_the_tree_and_testbed_is_the_whole_checkout
     assert trees[0].id == trees[1].id
     for tag in tags:
         assert client().images.get(tag).attrs["Size"] - trees[0].attrs["Size"] < BIG // 3
+    # the budget's layers (images/sizes.py) add up to the image, the shared Debian base found
+    sizes = layer_sizes(tags[1])
+    assert sizes.base.startswith("deepswe/base:") and 0 < sizes.base_mb <= sizes.env_mb
+    assert sizes.tree_mb > 0 and sizes.task_mb < sizes.tree_mb
+    whole = client().images.get(tags[1]).attrs["Size"] / 1e6
+    assert abs(sizes.env_mb + sizes.history_mb + sizes.tree_mb + sizes.task_mb - whole) <= 2
     # the pack up to the reference is the tree image's (the 2021-02 commit), not the task's
     packs = (
         f"for p in /testbed/.git/objects/pack/*.idx; do git show-index < $p | grep -c {ref}; done"
