@@ -180,6 +180,34 @@ def test_a_c_extension_builds_in_an_image_with_the_compiler_layer(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.slow
+def test_an_in_place_build_leaves_no_objects_and_a_rebuild_skips_what_is_up_to_date(tmp_path):
+    """scikit-learn's shape (`setup.py develop`, build_ext --inplace): the object files in
+    build/temp.* are half a compiled task layer (issue #45's budget) and are gone from the image;
+    the extension imports, and swebench's re-install at grading compiles nothing whose sources
+    did not change, and only the extension whose source did."""
+    repo = _repo(
+        tmp_path, "cext", {"setup.py": C_SETUP, "cext/__init__.py": "", "cext/_speed.c": C_SOURCE}
+    )
+    spec = EnvironmentSpec(
+        source="",
+        apt=["build-essential", "python3-dev"],
+        pip=["setuptools", "wheel"],
+        install=["python setup.py build_ext --inplace"],
+    )
+    task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+    rebuild = "python setup.py build_ext --inplace 2>&1 | grep -c -E 'gcc|cc -' || true"
+    out = _run(
+        task,
+        "ls build | grep -c '^temp' || true; ls build | grep -c '^lib' || true;"
+        " python -c 'from cext import _speed; print(_speed.twice(21))';"
+        f" {rebuild}; touch cext/_speed.c; {rebuild}",
+    )
+    # no objects, the linked copy kept; nothing compiled again; compile and link once
+    assert out.split() == ["0", "1", "42", "0", "2"], out
+
+
+@pytest.mark.docker
+@pytest.mark.slow
 def test_an_interpreter_from_the_host_runs_the_task(tmp_path, monkeypatch):
     """django 3.x's shape (swebench: Python 3.6): a host CPython copied into a bookworm image."""
     root = os.environ.get("DEEPSWE_HOST_PYTHONS") or str(Path.home() / ".pyenv" / "versions")

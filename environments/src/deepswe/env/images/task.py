@@ -11,7 +11,7 @@ Layers on top of a base image, each tagged by a hash of what went into it:
                         base_commit, shared by the tasks of one quarter (images/worktree.py)
   deepswe/task:<hash>   tree (or history, or env) + the repository at base_commit in /testbed
                         (only the paths that differ from the tree image's, and .git) + the
-                        install commands
+                        install commands, less their C objects (BUILD_TEMP)
 
 Both layers install offline (PIP_NO_INDEX, PIP_FIND_LINKS, kept in the image so a sandbox's
 own pip works the same way); what pip reports missing is downloaded by the host and the layer
@@ -19,8 +19,7 @@ built again (images/offline.py). Bytecode is never written beside the sources
 (PYTHONDONTWRITEBYTECODE). The repository in /testbed sits at base_commit on a branch `main`,
 with no later commit, no other branch, no remote, and only the tags base_commit already
 contains (versioning tools such as setuptools-scm read them; swebench keeps them too): a policy
-cannot find the fix in the history. The hidden tests are not added here; they go in at grading
-time only.
+cannot find the fix in the history. The hidden tests go in at grading time only, never here.
 """
 
 from __future__ import annotations
@@ -84,13 +83,16 @@ OFFLINE_ENV = ["ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=/whe
 TASK_FIND_LINKS = 'PIP_FIND_LINKS="/wheels /wheels-task"'
 TESTBED_VENV = "/testbed/.venv"  # EnvironmentSpec.venv_in_testbed: R2E-Gym's layout
 # R2E-Gym's images and runtime set neither: Python 3.7's stderr to a pipe is then block-buffered
-# (a warning printed just before Qt aborts the process is lost there, as in its recorded
-# trajectories), and running code writes __pycache__ beside it (the patch never carries it).
-# Empty values switch both off; the build steps before this line keep them.
+# (a warning printed just before Qt aborts the process is lost, as in its recorded trajectories),
+# and code writes __pycache__ (never in the patch). Empty values: both off after the build steps.
 R2E_RUNTIME_ENV = "ENV PYTHONUNBUFFERED= PYTHONDONTWRITEBYTECODE="
-# The task layer's /testbed as a delta over a shared tree image (images/worktree.py): every task
-# tag is new, the environment and history images are not.
-TASK_LAYOUT = "tree-2"
+# The task layer's /testbed as a delta over a shared tree image (images/worktree.py); 3: no
+# compiler objects (BUILD_TEMP). Every task tag is new, environments and histories are not.
+TASK_LAYOUT = "tree-3"
+# C extensions' object files (build/temp.*), half a compiled install (scikit-learn 0.20: 54 of 116
+# MB), removed in the install's own step: a later build_ext (the re-install at grading) compares
+# sources with the linked .so and compiles an out-of-date one afresh. Never files git tracks.
+BUILD_TEMP = "git ls-files -z -- 'build/temp.*' | grep -qz . || rm -rf /testbed/build/temp.*"
 RACY_S = 2  # an index entry whose file is younger than this is "racily clean" (git: 1 s + slack)
 
 
@@ -374,7 +376,7 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
             fetch_file(f, ctx / "files")
         if spec.files:
             lines += [f"COPY files {FILES_FOLDER}"]
-        lines += [f"RUN {cmd}" for cmd in spec.install]
+        lines += [f"RUN ( {cmd} ) && {{ {BUILD_TEMP}; }}" for cmd in spec.install]
         if spec.venv_in_testbed:
             lines += [R2E_RUNTIME_ENV]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}
