@@ -145,7 +145,8 @@ class Trust(object):
         # so the first answer stands; it runs at every test part, where realpath's lstat per
         # path component made up a third of the launcher's own time.
         self._paths, self._repo, self._tests = {}, {}, {}
-        self._runner = {}  # path -> runner_file's answer, where it cannot change (runner_file)
+        # path -> runner_file's / grader_file's answer, where it cannot change (_kept)
+        self._runner, self._grader, self._stable = {}, {}, {}
         self.loaded = {}  # a grader file's real path -> its code objects (remember_grader)
         # _addr(code) -> code: the runner's code objects there were before any repository code
         # ran (remember_runner), the runner's whoever compiles what under its file names later
@@ -181,21 +182,24 @@ class Trust(object):
         return os.path.basename(path) == "conftest.py" and self.in_repository(path)
 
     def grader_file(self, path):
-        return os.path.realpath(path).startswith(self.grader_dir)
+        return self._kept(self._grader, path, lambda real: real.startswith(self.grader_dir))
 
     def runner_file(self, path):
-        found = self._runner.get(path) if isinstance(path, str) else None
+        return self._kept(self._runner, path, self._roots)
+
+    def _kept(self, memo, path, judge):
+        """judge(the real path of `path`), kept in `memo` where it cannot change: a "no" (the
+        stricter answer), and a "yes" for a path that is its own real path, whose every folder
+        is root's and not the tester's to replace or move. The vault asks at every post and the
+        launcher per module: realpath's lstat per component, or the kernel's open, ran thousands
+        of times a run."""
+        found = memo.get(path) if isinstance(path, str) else None
         if found is not None:
             return found
         real = os.path.realpath(path)
-        found = self.is_protected(real) or any(
-            real.startswith(d) for d in self.runner_dirs + [self.grader_dir]
-        )
-        # Kept, as realpath's lstat per component (or the kernel's open) cost a launcher run
-        # hundreds of calls: a "no" (the stricter answer), and a "yes" for a path that is its own
-        # real path, whose every folder is root's and not the tester's to replace or move.
+        found = bool(judge(real))
         if isinstance(path, str) and (not found or real == path):
-            self._runner[path] = found
+            memo[path] = found
         return found
 
     def _codes_by(self, path, how):
@@ -261,9 +265,20 @@ class Trust(object):
         found = self._paths.get(_addr(code))
         if found is None or found[0] is not code:
             name = code.co_filename
-            real = name if _frozen_name(name) else os.path.realpath(name)
+            real = self._stable.get(name) if isinstance(name, str) else None
+            if real is None:
+                real = name if _frozen_name(name) else os.path.realpath(name)
+                if real == name and self._roots(real):  # kept by name (_kept's reasons)
+                    self._stable[name] = real
             found = self._paths[_addr(code)] = (code, real)
         return found[1]
+
+    def _roots(self, real):
+        """Whether `real` is a protected file or in the runner's or the grader's folders: root's,
+        each folder above it too, none the tester's to replace or move."""
+        return self.is_protected(real) or any(
+            real.startswith(d) for d in self.runner_dirs + [self.grader_dir]
+        )
 
     def frozen(self, code):
         """Whether `code` is code of the frozen module its file name names (Python 3.11 on
