@@ -567,16 +567,16 @@ def test_a_graded_test_that_sets_its_own_tracer_passes(tmp_path: Path) -> None:
     assert run.statuses["tests/test_ops.py::test_add_is_traced"] == "PASSED", run.report
 
 
-# Found 2026-12-07, open: a Python signal handler is called in the main thread between any two
-# bytecodes, the audit hook's own among them, and is handed the frame running then. Set by the
-# package at import (a 50 µs interval timer), it waits for a frame of the seal's hook and takes
-# from its closure the vault's own writer (`line`, which folds each line into the report's MAC)
-# and its map of the names it prints; called by the graded test, the package renames the graded
-# test in that map (its FAILED line names nothing) and writes PASSED for it through the writer:
-# the report's MAC holds, canaries honest. Nothing audits a signal handler's installation or
-# call, or reading a frame's locals and a function's closure; blocking signals for the hook's
-# span is per thread (another thread takes a process signal and the main thread runs the
-# handler all the same). environments/README.md, "What stays reachable".
+# Found 2026-12-07, closed the same day: a Python signal handler is called in the main thread
+# between any two bytecodes, the audit hook's own among them, and is handed the frame running
+# then. Set by the package at import (a 50 µs interval timer), it waited for a frame of the seal's
+# hook and took from its closure the vault's own writer (`line`, which folds each line into the
+# report's MAC) and its map of the names it prints; called by the graded test, the package renamed
+# the graded test in that map (its FAILED line names nothing) and wrote PASSED for it through the
+# writer: the report's MAC held, canaries honest. Nothing audits a signal handler's installation
+# or call, or reading a frame's locals and a function's closure; blocking signals for the hook's
+# span is per thread. Now every handler set after the seal is handed the frame below the seal's
+# outermost frame (deepswe_seal._guard_signals), found without an audited read.
 SIGNAL = """
 import signal as _dsw_signal
 import sys as _dsw_sys
@@ -589,18 +589,27 @@ def _dsw_cells(fn):
     return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
 
 
+_dsw_inside = []
+
+
 def _dsw_handler(signum, frame):
-    while frame is not None and not _dsw_found:
-        handle = frame.f_locals.get("handle") if frame.f_code.co_name == "hook" else None
-        if handle is not None:
-            status = _dsw_cells(handle)["kinds"]["status"]
-            _dsw_found.update(_dsw_cells(status))
-        frame = frame.f_back
+    if _dsw_inside:  # the next tick came while this one looked
+        return
+    _dsw_inside.append(1)
+    try:
+        while frame is not None and not _dsw_found:
+            handle = frame.f_locals.get("handle") if frame.f_code.co_name == "hook" else None
+            if handle is not None:
+                status = _dsw_cells(handle)["kinds"]["status"]
+                _dsw_found.update(_dsw_cells(status))
+            frame = frame.f_back
+    finally:
+        _dsw_inside.pop()
 
 
 _dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_handler)
 _dsw_signal.setitimer(_dsw_signal.ITIMER_REAL, 5e-5, 5e-5)
-_dsw_end = _dsw_time.time() + 20
+_dsw_end = _dsw_time.time() + 5
 while not _dsw_found and _dsw_time.time() < _dsw_end:
     _dsw_sys.audit("calc.busy")
 _dsw_signal.setitimer(_dsw_signal.ITIMER_REAL, 0)
@@ -614,13 +623,80 @@ def _dsw_pass(name):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="open: a signal handler is handed the vault's frames")
-def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path) -> None:
-    run = _launch_armed(tmp_path, SIGNAL, "_dsw_pass('test_add')")
+# Ways to a handler the guard does not wrap: the C function kept by functools.wraps (3.8-3.10),
+# and a second _signal module made afresh (3.10 on).
+SIGNAL_SETTERS = {
+    "signal.signal": "_dsw_signal.signal",
+    "__wrapped__": "getattr(_dsw_signal.signal, '__wrapped__', _dsw_signal.signal)",
+    "create_builtin": (
+        "__import__('_imp').create_builtin("
+        "__import__('importlib.util').util.find_spec('_signal')).signal"
+    ),
+}
+
+
+@pytest.mark.parametrize("setter", sorted(SIGNAL_SETTERS))
+def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path, setter: str) -> None:
+    init = SIGNAL.replace(
+        "_dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_handler)",
+        f"({SIGNAL_SETTERS[setter]})(_dsw_signal.SIGALRM, _dsw_handler)",
+    )
+    run = _launch_armed(tmp_path, init, "_dsw_pass('test_add')")
     assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] != "PASSED", (
         run.statuses,
         run.output[-3000:],
     )
+
+
+# Honest: the package's own timeout (a SIGALRM handler that raises), set and restored from inside
+# the graded test's call; what signal() and getsignal() give back is the handler it set, and the
+# handler is handed a frame of the code it interrupted.
+HONEST_SIGNAL = """
+import signal as _signal
+
+
+class Late(Exception):
+    pass
+
+
+def _late(signum, frame):
+    assert frame is not None and frame.f_code.co_filename
+    raise Late()
+
+
+def add_in_time(a, b):
+    before = _signal.signal(_signal.SIGALRM, _late)
+    assert _signal.getsignal(_signal.SIGALRM) is _late
+    _signal.setitimer(_signal.ITIMER_REAL, 0.01)
+    try:
+        while True:
+            pass
+    except Late:
+        return a + b
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        assert _signal.signal(_signal.SIGALRM, before) is _late
+"""
+
+IN_TIME_TEST = """
+
+def test_add_in_time():
+    from calc import add_in_time
+
+    assert add_in_time(2, 3) == 5
+"""
+
+
+def test_a_package_that_handles_a_signal_itself_passes(tmp_path: Path) -> None:
+    from test_grading_launcher import assert_clean
+
+    repo = make_repo(tmp_path / "repo", HONEST_SIGNAL, fixed=True)
+    with (repo / "tests" / "test_ops.py").open("a") as f:
+        f.write(IN_TIME_TEST)
+    graded = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_add_in_time"]
+    run = launch(repo, graded=graded)
+    assert_clean(run)
+    assert run.statuses["tests/test_ops.py::test_add_in_time"] == "PASSED", run.report
 
 
 # Found 2026-12-07, open: the graded test reads the package's function through its module's

@@ -66,8 +66,9 @@ under test's from the moment a test of a protected file begins (pytest about to 
 first part unittest's run begins: traced_from, where one already set is tampered) until its
 report is posted, and while pytest makes and logs any report (the window its "window" posts
 open and close); the launchers check that none of the repository's is running at each report.
-A Python signal handler is not stopped: it runs between any two bytecodes, this hook's among
-them, and is handed the frame running then, from whose closures the vault's state is reached.
+A Python signal handler runs between any two bytecodes, this hook's among them, and is handed the
+frame running then, from whose closures the vault's state is reached: every handler set after the
+seal is handed the frame below the seal's outermost frame instead (_guard_signals).
 Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
 posts "arm" from its main frame before any test runs: the vault keeps that frame's locals and, at
 the closing post, finds each the same object or the run tampered; the pytest launcher on 3.13
@@ -1604,6 +1605,85 @@ def read_settings(fd):
         return json.load(f)
 
 
+def _guard_signals(seal_globals):
+    """Every signal handler set from now on is handed, for the frame it interrupted, none of the
+    seal's: a Python handler runs between any two bytecodes, this hook's and the vault's among
+    them, and the frame it is handed leads (f_locals, closures: no audit event) to the vault's
+    writer. `_signal.signal` sets a wrapper that hands the handler the frame below the outermost
+    frame running the seal's code (`seal_globals`: this module's and the private scope's; for a
+    handler that came in the hook, the code that raised the event), else the frame itself,
+    found through `f_globals` and `f_back` (no audit event, so no hook, so no signal taken
+    inside it again); `getsignal` and the handler `signal` returns give the handler as set. No
+    code under test runs while these wrappers' frames (which hold the real functions) are on
+    the stack: arguments are taken by exact type only. A second `_signal` (`_imp.create_builtin`,
+    3.10 on) is guarded alike. (Imported here: the private scope's _imp is a copy.)"""
+    import _imp
+    import _signal
+    import importlib.machinery
+    import signal
+
+    spec_type, plain = importlib.machinery.ModuleSpec, (int, type(signal.SIG_DFL))
+    numbers = (int, type(signal.SIGINT))
+
+    public, private = seal_globals
+
+    def outside(frame):
+        below, here = frame, frame
+        while here is not None:
+            found = here.f_globals
+            here = here.f_back
+            if found is public or found is private:
+                below = here
+        return below
+
+    def guard(module):
+        real_set, real_get, made = module.signal, module.getsignal, {}
+
+        def as_set(handler):
+            try:
+                return made.get(handler, handler)
+            except TypeError:  # unhashable: none of ours
+                return handler
+
+        def signal_(signalnum, handler):
+            if type(signalnum) not in numbers:
+                raise TypeError("signal number must be an int")
+            if callable(handler):
+                given = handler
+
+                def handler(signum, frame, _given=given):
+                    return _given(signum, outside(frame))
+
+                made[handler] = given
+            elif type(handler) not in plain:
+                raise TypeError("signal handler must be signal.SIG_IGN, SIG_DFL or a callable")
+            return as_set(real_set(signalnum, handler))
+
+        def getsignal_(signalnum):
+            if type(signalnum) not in numbers:
+                raise TypeError("signal number must be an int")
+            return as_set(real_get(signalnum))
+
+        signal_.__doc__, getsignal_.__doc__ = real_set.__doc__, real_get.__doc__
+        module.signal, module.getsignal = signal_, getsignal_
+
+    guard(_signal)
+    for name in ("signal", "getsignal"):  # functools.wraps (3.8-3.10) kept the C function
+        if "__wrapped__" in vars(getattr(signal, name)):
+            getattr(signal, name).__wrapped__ = getattr(_signal, name)
+    real_create = _imp.create_builtin
+
+    def create_builtin(spec):
+        if type(spec) is not spec_type or type(vars(spec).get("name")) is not str:
+            raise TypeError("create_builtin takes a ModuleSpec")
+        module = real_create(spec)
+        if vars(spec)["name"] == "_signal" and module is not _signal:
+            guard(module)
+        return module
+
+    _imp.create_builtin = create_builtin
+
+
 def install(settings, runner, runner_dirs, tracing=True, handoff=None):
     """The vault (and from Python 3.8 the seal) for this process; returns (post, trust, tampered):
     post(kind, *args) reports through the vault, trust judges code. Called from the launcher's
@@ -1676,6 +1756,7 @@ def install(settings, runner, runner_dirs, tracing=True, handoff=None):
             check(args)
 
     sys.addaudithook(hook)
+    scope["_guard_signals"]((globals(), scope))
     return (
         functools.partial(sys.audit, EVENT),
         trust,
