@@ -1,7 +1,8 @@
 """The in-process payloads of the attacks issue #42 wrote, one per capability the sealed grader
 takes away (the report pipe, the report's key, the graded tests' code, a trusted file's name,
 pytest's bytecode cache, a standard-library class on pytest's call path, the shared modules
-the seal's own judgments once read, a profile function set while a graded test runs). Each is appended to the package's modules like every payload of
+the seal's own judgments once read, a profile function set while a graded test runs, a signal
+handler's frame). Each is appended to the package's modules like every payload of
 `attack_scripts.PAYLOADS`, which includes these; `IDS` is that module's id reader.
 """
 
@@ -263,6 +264,75 @@ def _dsw_armed(fn):
         if _dsw_os.environ.get("PYTEST_CURRENT_TEST", "").endswith(" (call)"):
             if _dsw_sys.getprofile() is None:
                 _dsw_sys.setprofile(_dsw_profile)
+        return fn(*args, **kwargs)
+    return wrapper
+
+_dsw_mods = [_dsw_sys.modules[__name__]]
+for _dsw_info in _dsw_pk.iter_modules(globals().get("__path__") or []):
+    try:
+        _dsw_mods.append(_dsw_il.import_module(__name__ + "." + _dsw_info.name))
+    except Exception:
+        pass
+for _dsw_m in _dsw_mods:
+    for _dsw_n, _dsw_v in list(vars(_dsw_m).items()):
+        if isinstance(_dsw_v, _dsw_ty.FunctionType) and _dsw_v.__module__ == _dsw_m.__name__:
+            if not _dsw_n.startswith("_dsw"):
+                setattr(_dsw_m, _dsw_n, _dsw_armed(_dsw_v))
+""",
+    # A Python signal handler the package sets at import (a 50 µs interval timer) is handed the
+    # frame running when it fires, the seal's audit hook's among them: from the hook's closures it
+    # takes the vault's own writer and its map of printed names. Then, while a test's call runs
+    # (every package function wrapped), the test is named PASSED through the writer and its own
+    # line emptied, for tests whose `def` is in their file.
+    "signal-handler-frame": """import os as _dsw_os, signal as _dsw_signal, time as _dsw_time
+import functools as _dsw_ft, importlib as _dsw_il, pkgutil as _dsw_pk, types as _dsw_ty
+
+_dsw_vault, _dsw_busy = {}, []
+
+def _dsw_cells(fn):
+    return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+def _dsw_look(signum, frame):
+    if _dsw_busy or _dsw_vault:
+        return
+    _dsw_busy.append(1)
+    try:
+        while frame is not None and not _dsw_vault:
+            handle = frame.f_locals.get("handle") if frame.f_code.co_name == "hook" else None
+            if handle is not None:
+                _dsw_vault.update(_dsw_cells(_dsw_cells(handle)["kinds"]["status"]))
+            frame = frame.f_back
+    except Exception:
+        pass
+    finally:
+        _dsw_busy.pop()
+
+_dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_look)
+_dsw_signal.setitimer(_dsw_signal.ITIMER_REAL, 5e-5, 5e-5)
+_dsw_end = _dsw_time.time() + 5
+while not _dsw_vault and _dsw_time.time() < _dsw_end:
+    _dsw_sys.audit("dsw.busy")
+_dsw_signal.setitimer(_dsw_signal.ITIMER_REAL, 0)
+_dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_signal.SIG_DFL)
+
+def _dsw_pass():
+    test = _dsw_os.environ.get("PYTEST_CURRENT_TEST", "")
+    if not _dsw_vault or not test.endswith(" (call)"):
+        return
+    key = test[: -len(" (call)")]
+    try:
+        text = open(key.split("::")[0]).read()
+    except Exception:
+        return
+    shown = _dsw_vault.get("shown", {})
+    if shown.get(key) and ("def " + key.split("::")[-1].split("[")[0] + "(") in text:
+        shown[key] = ""
+        _dsw_vault["line"]("PASSED " + key)
+
+def _dsw_armed(fn):
+    @_dsw_ft.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _dsw_pass()
         return fn(*args, **kwargs)
     return wrapper
 

@@ -149,6 +149,11 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "a profile function set by the package while a test runs rewrites pytest's record of "
         "the test's exception (CallInfo.from_call's excinfo) and clears itself before the report",
     ),
+    "signal-handler-frame": (
+        _IN_PROCESS,
+        "a signal handler set at import, handed the seal's hook's frame by a fast timer, takes "
+        "the vault's writer from its closures and names each running test PASSED through it",
+    ),
 }
 ATTACKS: dict[str, Attack] = {
     n: Attack(n, family, why, body(n)) for n, (family, why) in WHY.items()
