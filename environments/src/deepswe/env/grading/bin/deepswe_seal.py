@@ -222,9 +222,12 @@ class Trust(object):
     def holds(self, path, code):
         """Whether compiling `path` gives `code`: the grader's files as they were loaded
         (remember_grader), then as written, then (only then: rewriting costs a parse and a
-        compile) as pytest rewrites it."""
+        compile) as pytest rewrites it; a graded file under pytest the other way round (its
+        rewrite is made once already, and its code is the rewrite's)."""
         if code in self.loaded.get(path, ()):
             return True
+        if self.rewrite is not None and path in self.protected:  # pytest runs its rewrite
+            return code in self._codes_by(path, 1) or code in self._codes_by(path, 0)
         return code in self._codes_by(path, 0) or code in self._codes_by(path, 1)
 
     def remember_grader(self, modules, frame):
