@@ -160,11 +160,8 @@ PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&mod); }
 """
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_a_c_extension_builds_in_an_image_with_the_compiler_layer(tmp_path):
-    """astropy's shape: the repository compiles C; only such specs get build-essential (a base
-    image variant made by debootstrap, no apt in a container)."""
+def _c_extension_task(tmp_path: Path, install: str) -> Task:
+    """A package with one C extension, on a base with the compiler, installed by `install`."""
     repo = _repo(
         tmp_path, "cext", {"setup.py": C_SETUP, "cext/__init__.py": "", "cext/_speed.c": C_SOURCE}
     )
@@ -172,9 +169,17 @@ def test_a_c_extension_builds_in_an_image_with_the_compiler_layer(tmp_path):
         source="",
         apt=["build-essential", "python3-dev"],
         pip=["setuptools", "wheel"],
-        install=["python -m pip install -e ."],
+        install=[install],
     )
-    task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+    return _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_c_extension_builds_in_an_image_with_the_compiler_layer(tmp_path):
+    """astropy's shape: the repository compiles C; only such specs get build-essential (a base
+    image variant made by debootstrap, no apt in a container)."""
+    task = _c_extension_task(tmp_path, "python -m pip install -e .")
     assert _run(task, "python -c 'from cext import _speed; print(_speed.twice(21))'") == "42"
 
 
@@ -185,16 +190,7 @@ def test_an_in_place_build_leaves_no_objects_and_a_rebuild_skips_what_is_up_to_d
     build/temp.* are half a compiled task layer (issue #45's budget) and are gone from the image;
     the extension imports, and swebench's re-install at grading compiles nothing whose sources
     did not change, and only the extension whose source did."""
-    repo = _repo(
-        tmp_path, "cext", {"setup.py": C_SETUP, "cext/__init__.py": "", "cext/_speed.c": C_SOURCE}
-    )
-    spec = EnvironmentSpec(
-        source="",
-        apt=["build-essential", "python3-dev"],
-        pip=["setuptools", "wheel"],
-        install=["python setup.py build_ext --inplace"],
-    )
-    task = _task(repo, git(repo, "rev-parse", "HEAD").strip(), spec)
+    task = _c_extension_task(tmp_path, "python setup.py build_ext --inplace")
     rebuild = "python setup.py build_ext --inplace 2>&1 | grep -c -E 'gcc|cc -' || true"
     out = _run(
         task,

@@ -27,6 +27,21 @@ FLIP_UNDER_NAME = """_dsw_src = (
 )
 """
 
+# Every function of the package's modules (the module the payload is in and its submodules)
+# replaced by `_dsw_armed(function)`, which each payload defines.
+ARM_EVERY_FUNCTION = """_dsw_mods = [_dsw_sys.modules[__name__]]
+for _dsw_info in _dsw_pk.iter_modules(globals().get("__path__") or []):
+    try:
+        _dsw_mods.append(_dsw_il.import_module(__name__ + "." + _dsw_info.name))
+    except Exception:
+        pass
+for _dsw_m in _dsw_mods:
+    for _dsw_n, _dsw_v in list(vars(_dsw_m).items()):
+        if isinstance(_dsw_v, _dsw_ty.FunctionType) and _dsw_v.__module__ == _dsw_m.__name__:
+            if not _dsw_n.startswith("_dsw"):
+                setattr(_dsw_m, _dsw_n, _dsw_armed(_dsw_v))
+"""
+
 CAPABILITY_PAYLOADS = {
     # The report pipe relayed: every pipe above stderr dup2'd over by one whose thread rewrites
     # FAILED to PASSED on its way (the vault's MAC covers every byte).
@@ -267,18 +282,8 @@ def _dsw_armed(fn):
         return fn(*args, **kwargs)
     return wrapper
 
-_dsw_mods = [_dsw_sys.modules[__name__]]
-for _dsw_info in _dsw_pk.iter_modules(globals().get("__path__") or []):
-    try:
-        _dsw_mods.append(_dsw_il.import_module(__name__ + "." + _dsw_info.name))
-    except Exception:
-        pass
-for _dsw_m in _dsw_mods:
-    for _dsw_n, _dsw_v in list(vars(_dsw_m).items()):
-        if isinstance(_dsw_v, _dsw_ty.FunctionType) and _dsw_v.__module__ == _dsw_m.__name__:
-            if not _dsw_n.startswith("_dsw"):
-                setattr(_dsw_m, _dsw_n, _dsw_armed(_dsw_v))
-""",
+"""
+    + ARM_EVERY_FUNCTION,
     # A Python signal handler the package sets at import (a 50 µs interval timer) is handed the
     # frame running when it fires, the seal's audit hook's among them: from the hook's closures it
     # takes the vault's own writer and its map of printed names. Then, while a test's call runs
@@ -336,18 +341,8 @@ def _dsw_armed(fn):
         return fn(*args, **kwargs)
     return wrapper
 
-_dsw_mods = [_dsw_sys.modules[__name__]]
-for _dsw_info in _dsw_pk.iter_modules(globals().get("__path__") or []):
-    try:
-        _dsw_mods.append(_dsw_il.import_module(__name__ + "." + _dsw_info.name))
-    except Exception:
-        pass
-for _dsw_m in _dsw_mods:
-    for _dsw_n, _dsw_v in list(vars(_dsw_m).items()):
-        if isinstance(_dsw_v, _dsw_ty.FunctionType) and _dsw_v.__module__ == _dsw_m.__name__:
-            if not _dsw_n.startswith("_dsw"):
-                setattr(_dsw_m, _dsw_n, _dsw_armed(_dsw_v))
-""",
+"""
+    + ARM_EVERY_FUNCTION,
 }
 
 __all__ = ["CAPABILITY_PAYLOADS"]
