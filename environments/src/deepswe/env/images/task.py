@@ -89,10 +89,10 @@ R2E_RUNTIME_ENV = "ENV PYTHONUNBUFFERED= PYTHONDONTWRITEBYTECODE="
 # The task layer's /testbed as a delta over a shared tree image (images/worktree.py); 3: no
 # compiler objects (BUILD_TEMP). Every task tag is new, environments and histories are not.
 TASK_LAYOUT = "tree-3"
-# C extensions' object files (build/temp.*), half a compiled install (scikit-learn 0.20: 54 of 116
-# MB), removed in the install's own step: a later build_ext (the re-install at grading) compares
-# sources with the linked .so and compiles an out-of-date one afresh. Never files git tracks.
-BUILD_TEMP = "git ls-files -z -- 'build/temp.*' | grep -qz . || rm -rf /testbed/build/temp.*"
+# C extensions' object files (build/temp.*, never files git tracks), half a compiled install
+# (scikit-learn 0.20: 54 of 116 MB), removed as the install's own step exits: a later build_ext
+# (the re-install at grading) compiles only an extension whose sources are newer than its .so.
+BUILD_TEMP = "trap \"git -C /testbed ls-files -z -- 'build/temp.*' 2>/dev/null | grep -qz . || rm -rf /testbed/build/temp.*\" EXIT"  # noqa: E501
 RACY_S = 2  # an index entry whose file is younger than this is "racily clean" (git: 1 s + slack)
 
 
@@ -376,7 +376,7 @@ def ensure_task_image(task: Task, log: Log = print) -> str:
             fetch_file(f, ctx / "files")
         if spec.files:
             lines += [f"COPY files {FILES_FOLDER}"]
-        lines += [f"RUN ( {cmd} ) && {{ {BUILD_TEMP}; }}" for cmd in spec.install]
+        lines += [f"RUN {BUILD_TEMP}; {cmd}" for cmd in spec.install]
         if spec.venv_in_testbed:
             lines += [R2E_RUNTIME_ENV]
         labels = {"deepswe.kind": "task", "deepswe.instance": task.instance_id}
