@@ -642,7 +642,7 @@ def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path, setter: str) -
         f"({SIGNAL_SETTERS[setter]})(_dsw_signal.SIGALRM, _dsw_handler)",
     )
     run = _launch_armed(tmp_path, init, "_dsw_pass('test_add')")
-    assert tampered(run) or run.statuses["tests/test_ops.py::test_add"] != "PASSED", (
+    assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
         run.statuses,
         run.output[-3000:],
     )

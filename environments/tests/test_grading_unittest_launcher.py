@@ -318,7 +318,7 @@ _ops.add = _dsw_add
 )
 def test_a_signal_handler_finds_no_frame_of_the_seal(tmp_path: Path, python: str) -> None:
     statuses, canaries, tampered, output = _launch(tmp_path, SIGNAL_UNITTEST, python=python)
-    assert statuses.get("test_1::TestOps::test_add") == "FAILED" or tampered, (
+    assert statuses.get("test_1::TestOps::test_add") != "PASSED" or tampered, (
         statuses,
         output[-3000:],
     )
