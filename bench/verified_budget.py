@@ -289,8 +289,8 @@ def _table(per_repo, shared, treed_repos, env_s, n_built, n_specs, uncloned, unk
     )
     if unknown:
         lines.append(
-            f"\nBases not in the engine (their environments counted whole; --build-bases builds "
-            f"them): {', '.join(sorted(unknown))}."
+            f"\nEnvironments counted whole, their base unknown (a row not eligible here) or not "
+            f"in the engine (--build-bases builds it): {', '.join(sorted(unknown))}."
         )
     if uncloned:
         lines.append(f"\nNot counted (no clone under mirror/): {', '.join(sorted(uncloned))}.")
