@@ -648,6 +648,24 @@ def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path, setter: str) -
     )
 
 
+# Found at this session's stop, open: the handler is handed a frame outside the seal's, but its own
+# frame (sys._getframe, allowed: honest code reads it) is called on top of the frame it interrupted,
+# the seal's hook among them, so walking its own `f_back` reaches the vault as before. Closing it
+# needs the handler not to run at all while a frame of the seal's is on the stack (deferred until
+# the seal's code returns, without re-entering the hook as sending the signal again does).
+@pytest.mark.xfail(strict=True, reason="open: a handler walks its own frame's f_back into the seal")
+def test_a_signal_handler_walks_its_own_frame_into_the_seal(tmp_path: Path) -> None:
+    init = SIGNAL.replace(
+        "def _dsw_handler(signum, frame):\n",
+        "def _dsw_handler(signum, frame):\n    frame = _dsw_sys._getframe(0)\n",
+    )
+    run = _launch_armed(tmp_path, init, "_dsw_pass('test_add')")
+    assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
+        run.statuses,
+        run.output[-3000:],
+    )
+
+
 # Honest: the package's own timeout (a SIGALRM handler that raises), set and restored from inside
 # the graded test's call; what signal() and getsignal() give back is the handler it set, and the
 # handler is handed a frame of the code it interrupted.

@@ -68,7 +68,9 @@ report is posted, and while pytest makes and logs any report (the window its "wi
 open and close); the launchers check that none of the repository's is running at each report.
 A Python signal handler runs between any two bytecodes, this hook's among them, and is handed the
 frame running then, from whose closures the vault's state is reached: every handler set after the
-seal is handed the frame below the seal's outermost frame instead (_guard_signals).
+seal is handed the frame below the seal's outermost frame instead (_guard_signals). Not held: the
+handler's own frame sits on the frame it interrupted, so one that takes it (sys._getframe) and
+walks `f_back` still reaches the hook's frames.
 Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
 posts "arm" from its main frame before any test runs: the vault keeps that frame's locals and, at
 the closing post, finds each the same object or the run tampered; the pytest launcher on 3.13
