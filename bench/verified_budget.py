@@ -205,7 +205,8 @@ def budget(root: Path, results: list[dict], carry: str = "", build_bases: bool =
         bases[base] = (suite, extra)
         base_of[row["instance_id"]] = base
         counted.append((row, env, base, _year(root, row)))
-    unknown = _env_own(built, base_of, base_sizes(bases, build_bases))
+    sizes = base_sizes(bases, build_bases)
+    unknown = _env_own(built, base_of, sizes)
     repo_bases: dict[str, set[str]] = defaultdict(set)
     for row, env, base, year_month in counted:
         key, repo = (row["repo"], row["version"]), row["repo"]
@@ -231,7 +232,6 @@ def budget(root: Path, results: list[dict], carry: str = "", build_bases: bool =
             acc["history_mb"] += _estimate(measured, key, repo, "history_mb")
     for repo, used in repo_bases.items():
         per_repo[repo]["bases"] = len(used)
-    sizes = base_sizes(bases, False)
     shared = {"bases": len(bases), "base_mb": sum(sizes.get(b, 0.0) for b in bases)}
     if carry:  # repositories with no clone here: an earlier table's line (module doc)
         for repo, acc in carried_lines(carry, set(per_repo)).items():
