@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from docker_proxy import SlowDocker  # noqa: E402
 
 LIMITS = SandboxLimits(command_timeout_s=30, pids=128, memory="256m")
-REAL = docker.DockerClient(base_url="unix:///var/run/docker.sock", timeout=120)
+# the API version is pinned so that importing this file asks the engine nothing: without one the
+# docker tests skip (conftest) instead of failing collection
+REAL = docker.DockerClient(base_url="unix:///var/run/docker.sock", timeout=120, version="1.41")
 CLI = str(Path(sys.executable).with_name("deepswe-env"))
 
 
