@@ -623,9 +623,48 @@ def _dsw_pass(name):
 """
 
 
+# What the code under test can reach from the functions the guard puts in place: closures,
+# globals, defaults, bound methods' owners and generator frames, searched for the C setter. Found
+# at the stop of the session that wrapped the handlers: `_signal.signal.__closure__` held it.
+UNWRAP = """
+import types as _dsw_types
+
+
+def _dsw_unwrapped():
+    import _imp
+    import _signal
+
+    todo, seen = [_signal.signal, _signal.getsignal, _imp.create_builtin], set()
+    while todo:
+        obj = todo.pop(0)
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if type(obj) is _dsw_types.BuiltinFunctionType and obj.__name__ == "signal":
+            return obj
+        if type(obj) is _dsw_types.FunctionType:
+            for cell in obj.__closure__ or ():
+                try:
+                    todo.append(cell.cell_contents)
+                except ValueError:
+                    pass
+            todo.extend(obj.__defaults__ or ())
+            todo.extend(v for v in obj.__globals__.values() if type(v) is not _dsw_types.ModuleType)
+        elif type(obj) in (_dsw_types.BuiltinMethodType, _dsw_types.MethodType):
+            todo.append(obj.__self__)
+        elif type(obj) is _dsw_types.GeneratorType:
+            todo.extend(obj.gi_frame.f_locals.values())
+        elif type(obj) in (tuple, list, set):
+            todo.extend(obj)
+        elif type(obj) is dict:
+            todo.extend(obj.values())
+    return _signal.signal
+"""
+
 # Ways to a handler the guard does not wrap: the C function kept by functools.wraps (3.8-3.10),
-# and a second _signal module made afresh (3.10 on).
+# a second _signal module made afresh (3.10 on), and whatever the guard's own functions hold.
 SIGNAL_SETTERS = {
+    "reachable": "_dsw_unwrapped()",
     "signal.signal": "_dsw_signal.signal",
     "__wrapped__": "getattr(_dsw_signal.signal, '__wrapped__', _dsw_signal.signal)",
     "create_builtin": (
@@ -637,7 +676,7 @@ SIGNAL_SETTERS = {
 
 @pytest.mark.parametrize("setter", sorted(SIGNAL_SETTERS))
 def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path, setter: str) -> None:
-    init = SIGNAL.replace(
+    init = UNWRAP + SIGNAL.replace(
         "_dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_handler)",
         f"({SIGNAL_SETTERS[setter]})(_dsw_signal.SIGALRM, _dsw_handler)",
     )
@@ -648,18 +687,68 @@ def test_a_signal_handler_takes_the_vaults_writer(tmp_path: Path, setter: str) -
     )
 
 
-# Found at this session's stop, open: the handler is handed a frame outside the seal's, but its own
-# frame (sys._getframe, allowed: honest code reads it) is called on top of the frame it interrupted,
-# the seal's hook among them, so walking its own `f_back` reaches the vault as before. Closing it
-# needs the handler not to run at all while a frame of the seal's is on the stack (deferred until
-# the seal's code returns, without re-entering the hook as sending the signal again does).
-@pytest.mark.xfail(strict=True, reason="open: a handler walks its own frame's f_back into the seal")
+# Found at the stop of the session that wrapped the handlers, closed the next: the handler is
+# handed a frame outside the seal's, but its own frame (sys._getframe, allowed: honest code reads
+# it) is called on top of the frame it interrupted, the seal's hook among them, so walking its
+# own `f_back` reached the vault as before. Now the wrapper calls no handler while a frame of the
+# seal's private scope is below: the signal is raised again, from C, once the hook has returned.
 def test_a_signal_handler_walks_its_own_frame_into_the_seal(tmp_path: Path) -> None:
     init = SIGNAL.replace(
         "def _dsw_handler(signum, frame):\n",
         "def _dsw_handler(signum, frame):\n    frame = _dsw_sys._getframe(0)\n",
     )
     run = _launch_armed(tmp_path, init, "_dsw_pass('test_add')")
+    assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
+        run.statuses,
+        run.output[-3000:],
+    )
+
+
+# Found at the stop of the session that wrapped the handlers: the functions the guard put in place
+# were made in the seal's private scope, so their `__globals__` was that scope itself, which no
+# code under test should reach. The package rebound the private Trust's judgment there (every code
+# the repository's no more), after which gc enumeration was its own to ask: it took the vault's
+# writer from the hook's closure and wrote PASSED for the graded test. Now what the guard exposes
+# is made over empty globals, the C functions and the scope held by a generator whose frame is
+# refused (`_signal_desk`).
+PRIVATE_SCOPE = (
+    UNWRAP.replace(
+        'if type(obj) is _dsw_types.BuiltinFunctionType and obj.__name__ == "signal":\n'
+        "            return obj\n",
+        'if type(obj) is dict and "Trust" in obj and "_vault" in obj:\n            return obj\n',
+    ).replace("    return _signal.signal\n", "    return None\n")
+    + """
+import gc as _dsw_gc
+import sys as _dsw_sys
+
+_dsw_found = {}
+
+
+def _dsw_cells(fn):
+    return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+
+_dsw_scope = _dsw_unwrapped()
+if _dsw_scope is not None:
+    _dsw_scope["Trust"].repository_code = lambda self, code: False
+    for _dsw_o in _dsw_gc.get_objects():
+        if type(_dsw_o) is _dsw_types.FunctionType and _dsw_o.__name__ == "handle":
+            if "kinds" in _dsw_o.__code__.co_freevars:
+                _dsw_found.update(_dsw_cells(_dsw_cells(_dsw_o)["kinds"]["status"]))
+                break
+
+
+def _dsw_pass(name):
+    if _dsw_found and _dsw_sys._getframe(2).f_code.co_name == "test_add":
+        key = next(k for k in _dsw_found["shown"] if k.endswith("::" + name))
+        _dsw_found["shown"][key] = ""
+        _dsw_found["line"]("PASSED " + key)
+"""
+)
+
+
+def test_the_seals_private_scope_is_out_of_reach(tmp_path: Path) -> None:
+    run = _launch_armed(tmp_path, PRIVATE_SCOPE, "_dsw_pass('test_add')")
     assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
         run.statuses,
         run.output[-3000:],
@@ -694,6 +783,30 @@ def add_in_time(a, b):
     finally:
         _signal.setitimer(_signal.ITIMER_REAL, 0)
         assert _signal.signal(_signal.SIGALRM, before) is _late
+
+
+def add_while_auditing(a, b):
+    # a loop of audited calls, so that the signal often comes while the seal's hook runs (it is
+    # then raised again once the hook has returned): each of 30 alarms still raises in the loop
+    import os
+    import sys
+
+    before, caught = _signal.signal(_signal.SIGALRM, _late), 0
+    try:
+        while caught < 30:
+            _signal.setitimer(_signal.ITIMER_REAL, 0.001)
+            try:
+                rounds = 0
+                while True:
+                    sys.audit("calc.tick")
+                    os.listdir(".")
+                    rounds += 1
+            except Late:
+                caught += 1
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, before)
+    return a + b
 """
 
 IN_TIME_TEST = """
@@ -702,6 +815,12 @@ def test_add_in_time():
     from calc import add_in_time
 
     assert add_in_time(2, 3) == 5
+
+
+def test_add_while_auditing():
+    from calc import add_while_auditing
+
+    assert add_while_auditing(2, 3) == 5
 """
 
 
@@ -711,10 +830,15 @@ def test_a_package_that_handles_a_signal_itself_passes(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", HONEST_SIGNAL, fixed=True)
     with (repo / "tests" / "test_ops.py").open("a") as f:
         f.write(IN_TIME_TEST)
-    graded = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_add_in_time"]
+    graded = [
+        "tests/test_ops.py::test_add",
+        "tests/test_ops.py::test_add_in_time",
+        "tests/test_ops.py::test_add_while_auditing",
+    ]
     run = launch(repo, graded=graded)
     assert_clean(run)
     assert run.statuses["tests/test_ops.py::test_add_in_time"] == "PASSED", run.report
+    assert run.statuses["tests/test_ops.py::test_add_while_auditing"] == "PASSED", run.report
 
 
 # Found 2026-12-07, open: the graded test reads the package's function through its module's

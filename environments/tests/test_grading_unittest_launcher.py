@@ -29,7 +29,7 @@ from deepswe.env.grading.report import judge_report, read_report
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grading_launcher import launch as launch_pytest  # noqa: E402
-from test_grading_launcher_state import SIGNAL  # noqa: E402
+from test_grading_launcher_state import SIGNAL, UNWRAP  # noqa: E402
 
 OPS = (
     "def add(a, b):\n    return a - b\n\n\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
@@ -313,11 +313,32 @@ _ops.add = _dsw_add
 )
 
 
+# Each Python's own way (3.8 and 3.9 refill the one `_signal` module on create_builtin; 3.10 on
+# make another): the frame the handler is handed, the handler's own frame walked down, and the C
+# setter searched for in what the guard exposes (UNWRAP).
+SIGNAL_WAYS = {
+    "handed": SIGNAL_UNITTEST,
+    "own-frame": SIGNAL_UNITTEST.replace(
+        "def _dsw_handler(signum, frame):\n",
+        "def _dsw_handler(signum, frame):\n    frame = _dsw_sys._getframe(0)\n",
+    ),
+    "unwrapped": UNWRAP
+    + SIGNAL_UNITTEST.replace(
+        "def _dsw_handler(signum, frame):\n",
+        "def _dsw_handler(signum, frame):\n    frame = _dsw_sys._getframe(0)\n",
+    ).replace(
+        "_dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_handler)",
+        "_dsw_unwrapped()(_dsw_signal.SIGALRM, _dsw_handler)",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", sorted(SIGNAL_WAYS))
 @pytest.mark.parametrize(
     "python", PYTHONS, ids=lambda p: "this" if p == sys.executable else Path(p).parents[1].name
 )
-def test_a_signal_handler_finds_no_frame_of_the_seal(tmp_path: Path, python: str) -> None:
-    statuses, canaries, tampered, output = _launch(tmp_path, SIGNAL_UNITTEST, python=python)
+def test_a_signal_handler_finds_no_frame_of_the_seal(tmp_path: Path, python: str, way: str) -> None:
+    statuses, canaries, tampered, output = _launch(tmp_path, SIGNAL_WAYS[way], python=python)
     assert statuses.get("test_1::TestOps::test_add") != "PASSED" or tampered, (
         statuses,
         output[-3000:],
@@ -382,6 +403,41 @@ class TestPatched(unittest.TestCase):
     def test_patched(self, fake):
         from calc import ops
         self.assertEqual(ops.clamp(9, 0, 1), 3)
+""",
+    # a test's own alarm raising into a loop of audited calls: many come while the seal's hook
+    # runs and are raised again once it returns (3.8's os.kill, 3.10 on interrupt_main)
+    "signals": TESTS
+    + """
+
+import os
+import signal
+import sys
+
+
+class Late(Exception):
+    pass
+
+
+def late(signum, frame):
+    raise Late()
+
+
+class TestAlarm(unittest.TestCase):
+    def test_alarms(self):
+        before, caught = signal.signal(signal.SIGALRM, late), 0
+        self.addCleanup(signal.signal, signal.SIGALRM, before)
+        self.assertIs(signal.getsignal(signal.SIGALRM), late)
+        while caught < 30:
+            signal.setitimer(signal.ITIMER_REAL, 0.001)
+            try:
+                rounds = 0
+                while True:
+                    sys.audit("calc.tick")
+                    os.listdir(".")
+                    rounds += 1
+            except Late:
+                caught += 1
+        self.assertEqual(caught, 30)
 """,
 }
 

@@ -66,11 +66,13 @@ under test's from the moment a test of a protected file begins (pytest about to 
 first part unittest's run begins: traced_from, where one already set is tampered) until its
 report is posted, and while pytest makes and logs any report (the window its "window" posts
 open and close); the launchers check that none of the repository's is running at each report.
-A Python signal handler runs between any two bytecodes, this hook's among them, and is handed the
-frame running then, from whose closures the vault's state is reached: every handler set after the
-seal is handed the frame below the seal's outermost frame instead (_guard_signals). Not held: the
-handler's own frame sits on the frame it interrupted, so one that takes it (sys._getframe) and
-walks `f_back` still reaches the hook's frames.
+A Python signal handler runs between any two bytecodes, this hook's among them, on top of the
+frame running then, from whose closures the vault's state is reached: no handler set after the
+seal runs while a frame of the private scope is on the stack (it is raised again once the hook has
+returned), and what the code under test reaches of the guard holds nothing of the seal's
+(_guard_signals). Not held: a gc callback (`gc.callbacks`), a finalizer or a weakref callback of
+cyclic garbage runs when a collection does, the hook's and the vault's bytecodes among those
+moments, and walks its own frame's `f_back` into them.
 Against 3.13's write-through (and a tracer's write on older Pythons), each launcher
 posts "arm" from its main frame before any test runs: the vault keeps that frame's locals and, at
 the closing post, finds each the same object or the run tampered; the pytest launcher on 3.13
@@ -1421,7 +1423,13 @@ def _seal(trust, tampered, tracing=True, shared=None, busy=None):
 
         return check
 
+    def getattr_(args):
+        # the signal desk's frame holds the C functions that set a handler unwrapped
+        if args[1] == "gi_frame" and args[0] is shared.get("desk"):
+            refuse("reading the frame of the seal's signal desk")
+
     checks = {
+        "object.__getattr__": getattr_,
         "sys._current_frames": always("sys._current_frames"),
         "sys.addaudithook": always("sys.addaudithook"),
         "object.__setattr__": setattr_,
@@ -1610,27 +1618,107 @@ def read_settings(fd):
         return json.load(f)
 
 
-def _guard_signals(seal_globals):
-    """Every signal handler set from now on is handed, for the frame it interrupted, none of the
-    seal's: a Python handler runs between any two bytecodes, this hook's and the vault's among
-    them, and the frame it is handed leads (f_locals, closures: no audit event) to the vault's
-    writer. `_signal.signal` sets a wrapper that hands the handler the frame below the outermost
-    frame running the seal's code (`seal_globals`: this module's and the private scope's; for a
-    handler that came in the hook, the code that raised the event), else the frame itself,
-    found through `f_globals` and `f_back` (no audit event, so no hook, so no signal taken
-    inside it again); `getsignal` and the handler `signal` returns give the handler as set. No
-    code under test runs while these wrappers' frames (which hold the real functions) are on
-    the stack: arguments are taken by exact type only. A second `_signal` (`_imp.create_builtin`,
-    3.10 on) is guarded alike. (Imported here: the private scope's _imp is a copy.)"""
-    import _imp
+def _harmless(fn):
+    """`fn` over globals that hold nothing, not even builtins: what the code under test reaches
+    from it (`__globals__`, `__builtins__`, its frame's) is what its closure holds."""
+    return types.FunctionType(fn.__code__, {"__builtins__": {}}, fn.__name__, None, fn.__closure__)
+
+
+def _signal_entries(ask, key, doc_set, doc_get):
+    """The `signal` and `getsignal` put on a `_signal` module: each asks the desk, which alone
+    holds the C functions, and answers with the handler as set."""
+
+    def signal(signalnum, handler):
+        return ask(("set", key, signalnum, handler))
+
+    def getsignal(signalnum):
+        return ask(("get", key, signalnum, None))
+
+    signal, getsignal = _harmless(signal), _harmless(getsignal)
+    signal.__doc__, getsignal.__doc__ = doc_set, doc_get
+    return signal, getsignal
+
+
+def _desk_door(send, lock, busy):
+    """(ask, ask_now): a request to the desk, one thread at a time; `ask` waits for another
+    thread's (and raises `busy` after 10 s: the desk's own thread asking again), `ask_now` returns
+    None at once if the desk is taken. Each answers with the desk's value, or raises its error."""
+    acquire, let_go = lock.acquire, lock.release
+
+    def ask(request):
+        if not acquire(True, 10):
+            raise busy("deepswe grader: the seal's signal desk did not answer in 10 s")
+        try:
+            answer = send(request)
+        finally:
+            let_go()
+        if answer[0] == 1:
+            raise answer[1]
+        return answer[1]
+
+    def ask_now(request):
+        if not acquire(False):
+            return None
+        try:
+            answer = send(request)
+        finally:
+            let_go()
+        if answer[0] == 1:
+            raise answer[1]
+        return answer
+
+    return _harmless(ask), _harmless(ask_now)
+
+
+def _signal_wrapper(ask_now, given, defer):
+    """The function set as a handler in place of `given`: the desk says whether a frame of the
+    seal's is below the frame interrupted (then the signal is deferred) and which frame to hand."""
+
+    def handler(signum, frame):
+        answer = ask_now(("frame", frame, None, None))
+        if answer is None or answer[0] == 2:  # the desk taken, or a frame of the seal's below
+            defer(signum)
+            return None
+        return given(signum, answer[1])
+
+    return _harmless(handler)
+
+
+def _create_entry(ask):
+    def create_builtin(spec):
+        return ask(("create", spec, None, None))
+
+    return _harmless(create_builtin)
+
+
+def _signal_desk(modules, real_create, public, private, deferred, lock):
+    """A generator, the one holder of the C functions that set a handler or make a `_signal`
+    (`modules`: [(set, get)] by key) and of the private scope; its frame is reached only through
+    `gi_frame` (refused: the seal's "object.__getattr__") or from code running on it (no signal
+    handler does: deferred). Sent (kind, a, b, c), answers (0, value), (1, error to raise) or, for
+    a frame, (2, None): defer."""
     import _signal
     import importlib.machinery
-    import signal
+    import signal as signal_module
 
-    spec_type, plain = importlib.machinery.ModuleSpec, (int, type(signal.SIG_DFL))
-    numbers = (int, type(signal.SIGINT))
+    spec_type, function, frame_type = (
+        importlib.machinery.ModuleSpec,
+        types.FunctionType,
+        types.FrameType,
+    )
+    numbers, plain = type(signal_module.SIGINT), type(signal_module.SIG_DFL)
+    single_phase = sys.version_info < (3, 10)
+    made = {}
 
-    public, private = seal_globals
+    class Spec(object):  # what create_builtin reads of a spec, read by this desk alone
+        __slots__ = ("name",)
+
+        def __init__(self, name):
+            self.name = name
+
+    send = yield
+    ask, ask_now = _desk_door(send, lock, RuntimeError)
+    answer = None
 
     def outside(frame):
         below, here = frame, frame
@@ -1642,51 +1730,167 @@ def _guard_signals(seal_globals):
         return below
 
     def guard(module):
-        real_set, real_get, made = module.signal, module.getsignal, {}
+        real = (module.signal, module.getsignal)
+        modules.append(real)
+        module.signal, module.getsignal = _signal_entries(
+            ask, len(modules) - 1, real[0].__doc__, real[1].__doc__
+        )
 
-        def as_set(handler):
-            try:
-                return made.get(handler, handler)
-            except TypeError:  # unhashable: none of ours
-                return handler
+    def as_set(handler):
+        return made.get(handler, handler) if type(handler) is function else handler
 
-        def signal_(signalnum, handler):
-            if type(signalnum) not in numbers:
-                raise TypeError("signal number must be an int")
-            if callable(handler):
-                given = handler
+    def checked(signalnum):
+        # exact types, compared by identity: no method of the code under test's runs here
+        if type(signalnum) is not int and type(signalnum) is not numbers:
+            raise TypeError("signal number must be an int")
+        return signalnum
 
-                def handler(signum, frame, _given=given):
-                    return _given(signum, outside(frame))
-
-                made[handler] = given
-            elif type(handler) not in plain:
-                raise TypeError("signal handler must be signal.SIG_IGN, SIG_DFL or a callable")
-            return as_set(real_set(signalnum, handler))
-
-        def getsignal_(signalnum):
-            if type(signalnum) not in numbers:
-                raise TypeError("signal number must be an int")
-            return as_set(real_get(signalnum))
-
-        signal_.__doc__, getsignal_.__doc__ = real_set.__doc__, real_get.__doc__
-        module.signal, module.getsignal = signal_, getsignal_
+    def spec_name(spec):
+        if type(spec) is not spec_type:
+            raise TypeError("create_builtin takes a ModuleSpec")
+        attrs = vars(spec)
+        for key in attrs:
+            if type(key) is not str:
+                raise TypeError("create_builtin takes a ModuleSpec")
+        name = attrs.get("name")
+        if type(name) is not str:
+            raise TypeError("create_builtin takes a ModuleSpec with a str name")
+        return name
 
     guard(_signal)
+    answer = ask  # the first answer: the door the exposed functions ask through
+    while True:
+        request = yield answer
+        try:
+            if type(request) is not tuple or len(request) != 4 or type(request[0]) is not str:
+                raise TypeError("not a request")
+            kind, a, b, c = request
+            if kind in ("set", "get") and type(a) is not int:
+                raise TypeError("not a request")
+            if kind == "frame":
+                if a is not None and type(a) is not frame_type:
+                    raise TypeError("not a frame")
+                frame, deferring = a, False
+                while frame is not None and not deferring:
+                    deferring = frame.f_globals is private
+                    frame = frame.f_back
+                answer = (2, None) if deferring else (0, outside(a))
+            elif kind == "set":
+                handler = c
+                if callable(handler):
+                    handler = _signal_wrapper(ask_now, c, deferred.append)
+                    made[handler] = c
+                elif type(handler) is not int and type(handler) is not plain:
+                    raise TypeError("signal handler must be signal.SIG_IGN, SIG_DFL or a callable")
+                answer = (0, as_set(modules[a][0](checked(b), handler)))
+            elif kind == "get":
+                answer = (0, as_set(modules[a][1](checked(b))))
+            elif kind == "create":
+                name = spec_name(a)
+                if name == "_signal" and single_phase:
+                    # before 3.10 the runtime hands back this same module, its dict refilled
+                    # with the C functions the guard replaced: the module as it is, instead
+                    answer = (0, _signal)
+                    continue
+                module = real_create(Spec(name))
+                if name == "_signal" and type(vars(module).get("signal")) is not function:
+                    guard(module)
+                answer = (0, module)
+            else:
+                raise TypeError("not a request")
+        except BaseException as error:  # noqa: B036 (a generator that raised would be gone)
+            answer = (1, error.with_traceback(None))  # its traceback held this frame
+
+
+def _guard_signals(seal_globals):
+    """(desk, deferred, release): from now on no Python signal handler runs while a frame of the
+    seal's private scope (its hook, the vault, the checks) is on the stack. A handler runs between
+    any two bytecodes, the hook's among them, on top of the frame it interrupted: its own frame's
+    `f_back` (or the frame it is handed) leads, through f_locals and closures (no audit event), to
+    the vault's writer. So `_signal.signal` sets a wrapper instead of the handler; called while a
+    frame of the private scope's code is below the frame interrupted, the wrapper calls nothing
+    and adds the signal to `deferred`. The hook, as it returns, hands the runtime `release()`: an
+    object whose only reference the runtime drops once the hook has returned, and whose weak
+    references' callbacks, C functions all (no frame, so no bytecode for a handler to run at),
+    raise each deferred signal again: `_thread.interrupt_main(signum)` from 3.10 (no syscall, no
+    audit event); `os.kill` of this process before (which, unlike 3.11's, does not run the handler
+    itself). The handler then runs at the next bytecode of the code that raised the event, and an
+    exception it raises goes there, as it would have. Otherwise the wrapper hands the handler the
+    frame below the seal's outermost frame (found through `f_globals` and `f_back`: no audit
+    event), else the frame itself. What the code under test can reach of all this (`_signal.signal`,
+    `getsignal`, the wrappers, `_imp.create_builtin`, their globals, closures and frames) holds
+    nothing of the seal's: each is `_harmless`, and the C setters, `_imp.create_builtin` and the
+    private scope are held by `_signal_desk` alone. `getsignal` and the handler `signal` returns
+    give the handler as set; arguments are taken by exact type only. (Imported here: the private
+    scope's _imp, os and sys are copies.)"""
+    import _imp
+    import _signal
+    import _thread
+    import operator
+    import os
+    import signal
+    import sys
+    import weakref
+
+    public, private = seal_globals
+    interrupt = getattr(_thread, "interrupt_main", None) if sys.version_info >= (3, 10) else None
+    kill, getpid, partial, deferred = os.kill, os.getpid, functools.partial, []
+    nsig = getattr(signal, "NSIG", 65)
+    lock = _thread.allocate_lock()
+    desk = _signal_desk([], _imp.create_builtin, public, private, deferred, lock)
+    next(desk)
+    ask = desk.send(desk.send)
     for name in ("signal", "getsignal"):  # functools.wraps (3.8-3.10) kept the C function
         if "__wrapped__" in vars(getattr(signal, name)):
             getattr(signal, name).__wrapped__ = getattr(_signal, name)
-    real_create = _imp.create_builtin
+    _imp.create_builtin = _create_entry(ask)
 
-    def create_builtin(spec):
-        if type(spec) is not spec_type or type(vars(spec).get("name")) is not str:
-            raise TypeError("create_builtin takes a ModuleSpec")
-        module = real_create(spec)
-        if vars(spec)["name"] == "_signal" and module is not _signal:
-            guard(module)
-        return module
+    class Token:
+        pass
 
-    _imp.create_builtin = create_builtin
+    class Trip(weakref.ref):
+        pass
+
+    fire = operator.methodcaller("fire")
+
+    def release():
+        token, trips, signals = Token(), [], set()
+        while deferred:  # pop, not a copy and a clear: a signal deferred meanwhile is kept
+            try:
+                signum = deferred.pop()
+            except IndexError:  # the hook released them in another thread
+                break
+            # the list is reachable (a wrapper's closure): only a signal number is taken, by exact
+            # type, so that no __hash__ of the code under test's runs here
+            if type(signum) is int and 0 < signum < nsig:
+                signals.add(signum)
+        for signum in signals:
+            trip = Trip(token, fire)
+            trip.fire = partial(interrupt, signum) if interrupt else partial(kill, getpid(), signum)
+            trips.append(trip)
+        token.trips = trips  # they live as long as the token; its death calls them
+        return token
+
+    return desk, deferred, release
+
+
+def _hook(handle, checks, ours, deferred, release):
+    """The audit hook, made in the private scope (a signal wrapper knows its frames by their
+    globals): the vault's posts to `handle`, capability events to their check; returns, when
+    signals came while it ran, the object whose release raises them again (_guard_signals)."""
+
+    def hook(event, args):
+        if event == ours:
+            handle(args[0], args[1:])
+        else:
+            check = checks.get(event)
+            if check is not None:
+                check(args)
+        if deferred:  # nothing between this test and the return runs a handler
+            return release()
+        return None
+
+    return hook
 
 
 def install(settings, runner, runner_dirs, tracing=True, handoff=None):
@@ -1750,18 +1954,9 @@ def install(settings, runner, runner_dirs, tracing=True, handoff=None):
             handle(kind, args)
 
         return post, trust, tampered
-    checks, ours = scope["_seal"](sealed, tampered, tracing, shared, busy), EVENT
-
-    def hook(event, args):
-        if event == ours:
-            handle(args[0], args[1:])
-            return
-        check = checks.get(event)
-        if check is not None:
-            check(args)
-
-    sys.addaudithook(hook)
-    scope["_guard_signals"]((globals(), scope))
+    checks = scope["_seal"](sealed, tampered, tracing, shared, busy)
+    shared["desk"], deferred, release = scope["_guard_signals"]((globals(), scope))
+    sys.addaudithook(scope["_hook"](handle, checks, EVENT, deferred, release))
     return (
         functools.partial(sys.audit, EVENT),
         trust,
