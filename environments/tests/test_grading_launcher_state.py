@@ -755,6 +755,55 @@ def test_the_seals_private_scope_is_out_of_reach(tmp_path: Path) -> None:
     )
 
 
+# Found by the session that closed the handlers' route, open: a gc callback is the same capability
+# by another door. The package sets the collection threshold to 1 (a collection at nearly every
+# allocation, no audit event) and appends a callback to `gc.callbacks` (a plain list): the first
+# collection that starts while the vault posts runs the callback on top of the hook's frames, and
+# its own frame's `f_back` leads there. Finalizers and weakref callbacks of cyclic garbage run at
+# the same moments. Closing it needs no collection to run while a frame of the seal's is on the
+# stack (3.12 on, a collection due runs at the next bytecode, the hook's first among them).
+GC_CALLBACK = """
+import gc as _dsw_gc
+import sys as _dsw_sys
+
+_dsw_found = {}
+
+
+def _dsw_cells(fn):
+    return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+
+def _dsw_look(phase, info):
+    frame = _dsw_sys._getframe(0)
+    while frame is not None and not _dsw_found:
+        handle = frame.f_locals.get("handle") if frame.f_code.co_name == "hook" else None
+        if handle is not None:
+            _dsw_found.update(_dsw_cells(_dsw_cells(handle)["kinds"]["status"]))
+            _dsw_gc.set_threshold(700, 10, 10)
+        frame = frame.f_back
+
+
+_dsw_gc.callbacks.append(_dsw_look)
+_dsw_gc.set_threshold(1, 1, 1)
+
+
+def _dsw_pass(name):
+    if _dsw_found and _dsw_sys._getframe(2).f_code.co_name == "test_add":
+        key = next(k for k in _dsw_found["shown"] if k.endswith("::" + name))
+        _dsw_found["shown"][key] = ""
+        _dsw_found["line"]("PASSED " + key)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="open: a gc callback runs on top of the seal's frames")
+def test_a_gc_callback_walks_its_own_frame_into_the_seal(tmp_path: Path) -> None:
+    run = _launch_armed(tmp_path, GC_CALLBACK, "_dsw_pass('test_add')")
+    assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
+        run.statuses,
+        run.output[-3000:],
+    )
+
+
 # Honest: the package's own timeout (a SIGALRM handler that raises), set and restored from inside
 # the graded test's call; what signal() and getsignal() give back is the handler it set, and the
 # handler is handed a frame of the code it interrupted.
