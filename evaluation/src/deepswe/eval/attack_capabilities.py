@@ -2,7 +2,7 @@
 takes away (the report pipe, the report's key, the graded tests' code, a trusted file's name,
 pytest's bytecode cache, a standard-library class on pytest's call path, the shared modules
 the seal's own judgments once read, a profile function set while a graded test runs, a signal
-handler's frame). Each is appended to the package's modules like every payload of
+handler's frame, handed or its own). Each is appended to the package's modules like every payload of
 `attack_scripts.PAYLOADS`, which includes these; `IDS` is that module's id reader.
 """
 
@@ -344,5 +344,55 @@ def _dsw_armed(fn):
 """
     + ARM_EVERY_FUNCTION,
 }
+
+# The same handler at its strongest: it walks down from its own frame (a handler runs on top of
+# the frame it interrupted), and it is set through the C setter if anything the seal's guard
+# exposes holds one (closures, globals, defaults, bound methods' owners, generator frames).
+_UNWRAP = """
+def _dsw_setter():
+    import _imp, _signal
+    todo, seen = [_signal.signal, _signal.getsignal, _imp.create_builtin], set()
+    try:
+        while todo:
+            obj = todo.pop(0)
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if type(obj) is _dsw_ty.BuiltinFunctionType and obj.__name__ == "signal":
+                return obj
+            if type(obj) is _dsw_ty.FunctionType:
+                for cell in obj.__closure__ or ():
+                    try:
+                        todo.append(cell.cell_contents)
+                    except ValueError:
+                        pass
+                todo.extend(obj.__defaults__ or ())
+                todo.extend(v for v in obj.__globals__.values() if type(v) is not _dsw_ty.ModuleType)
+            elif type(obj) in (_dsw_ty.BuiltinMethodType, _dsw_ty.MethodType):
+                todo.append(obj.__self__)
+            elif type(obj) is _dsw_ty.GeneratorType:
+                todo.extend(obj.gi_frame.f_locals.values())
+            elif type(obj) in (tuple, list, set):
+                todo.extend(obj)
+            elif type(obj) is dict:
+                todo.extend(obj.values())
+    except Exception:
+        pass
+    return _dsw_signal.signal
+
+"""
+CAPABILITY_PAYLOADS["signal-handler-own-frame"] = (
+    CAPABILITY_PAYLOADS["signal-handler-frame"]
+    .replace("def _dsw_look(signum, frame):\n", _UNWRAP + "def _dsw_look(signum, frame):\n", 1)
+    .replace(
+        "    _dsw_busy.append(1)\n",
+        "    _dsw_busy.append(1)\n    frame = _dsw_sys._getframe(0)\n",
+        1,
+    )
+    .replace(
+        "_dsw_signal.signal(_dsw_signal.SIGALRM, _dsw_look)",
+        "_dsw_setter()(_dsw_signal.SIGALRM, _dsw_look)",
+    )
+)
 
 __all__ = ["CAPABILITY_PAYLOADS"]

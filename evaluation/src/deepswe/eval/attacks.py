@@ -154,6 +154,11 @@ WHY = {  # name -> (family, why): the library, in the order it runs
         "a signal handler set at import, handed the seal's hook's frame by a fast timer, takes "
         "the vault's writer from its closures and names each running test PASSED through it",
     ),
+    "signal-handler-own-frame": (
+        _IN_PROCESS,
+        "the same handler, set through the C setter if anything the seal's guard exposes holds "
+        "one, walks down from its own frame, which runs on top of the frame it interrupted",
+    ),
 }
 ATTACKS: dict[str, Attack] = {
     n: Attack(n, family, why, body(n)) for n, (family, why) in WHY.items()
