@@ -1,7 +1,8 @@
 """swe-mini's CI subset, from scratch: download three pinned sdists (PyPI), rebuild their git
 repositories and base commits in a fresh cache, build each task's image, and validate it as a
-release is validated (`deepswe-eval validate`: gold resolves every task, empty none). 21 tasks
-from 3 projects; about 3 minutes on 2 cores."""
+release is validated (`deepswe-eval validate`: gold resolves every task, empty none). 9 tasks
+from 3 projects (21 once: the whole of swe-mini is validated at every grading change, outside CI,
+so that CI keeps to its budget); about 2 minutes on 2 cores."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from deepswe.data.swemini.sources import fetch
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 PROJECTS = ("inflection", "addict", "xmltodict")  # small sdists, sub-second suites
-PER_PROJECT = 7
+PER_PROJECT = 3
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def test_ci_subset_gold_resolves_and_empty_does_not(subset):
     from deepswe.eval.validate import validate_tasks
 
     cache, tasks = subset
-    assert len(tasks) >= 20 and len({t.repo for t in tasks}) >= 3
+    assert len(tasks) == 9 and len({t.repo for t in tasks}) == 3
     cfg = EvalConfig(workers=2, sandbox=SandboxLimits(memory="1g", pids=256))
     result = validate_tasks(tasks, cache / "validation", cfg, tools=False)  # CI time
     assert result.ok and len(result.passed) == len(tasks), result.summary()
