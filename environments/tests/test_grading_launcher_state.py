@@ -642,7 +642,12 @@ def _dsw_unwrapped():
         seen.add(id(obj))
         if type(obj) is _dsw_types.BuiltinFunctionType and obj.__name__ == "signal":
             return obj
+        if type(obj) is _dsw_types.BuiltinFunctionType and obj.__name__ == "create_builtin":
+            import importlib.util
+
+            todo.append(obj(importlib.util.find_spec("_signal")).signal)
         if type(obj) is _dsw_types.FunctionType:
+            todo.extend(obj.__code__.co_consts)
             for cell in obj.__closure__ or ():
                 try:
                     todo.append(cell.cell_contents)
@@ -749,6 +754,84 @@ def _dsw_pass(name):
 
 def test_the_seals_private_scope_is_out_of_reach(tmp_path: Path) -> None:
     run = _launch_armed(tmp_path, PRIVATE_SCOPE, "_dsw_pass('test_add')")
+    assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
+        run.statuses,
+        run.output[-3000:],
+    )
+
+
+# Found by the session that deferred the signals, closed the same day: `sys.audit` takes any
+# arguments, and the hook and the vault once handled them as values. An object whose class has a
+# `__class__` property, sent as an "object.__setattr__" event, ran that property inside the hook
+# (isinstance reads it); one with a `__hash__`, sent as a post's kind, ran it inside the vault
+# (a dict look-up); a post of the wrong shape raised in the vault, and the traceback it left
+# held the hook's frames. Each walked to the vault's writer and wrote PASSED. Now the hook takes
+# a post's kind and an event's arguments by exact type, and nothing it raises leaves untampered.
+TAKE = """
+import sys as _dsw_sys
+
+_dsw_found = {}
+
+
+def _dsw_cells(fn):
+    return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+
+def _dsw_take(frame):
+    while frame is not None and not _dsw_found:
+        handle = frame.f_locals.get("handle") if frame.f_code.co_name == "hook" else None
+        if handle is not None:
+            _dsw_found.update(_dsw_cells(_dsw_cells(handle)["kinds"]["status"]))
+        frame = frame.f_back
+
+
+def _dsw_pass(name):
+    if _dsw_found and _dsw_sys._getframe(2).f_code.co_name == "test_add":
+        key = next(k for k in _dsw_found["shown"] if k.endswith("::" + name))
+        _dsw_found["shown"][key] = ""
+        _dsw_found["line"]("PASSED " + key)
+"""
+EVENT_ARGUMENTS = {
+    "class-property": """
+class _DswSneak:
+    @property
+    def __class__(self):
+        _dsw_take(_dsw_sys._getframe(1))
+        return _DswSneak
+
+
+try:
+    _dsw_sys.audit("object.__setattr__", _DswSneak(), "x", 1)
+except Exception:
+    pass
+""",
+    "hash-of-a-kind": """
+class _DswKind:
+    def __hash__(self):
+        _dsw_take(_dsw_sys._getframe(1))
+        return 1
+
+
+try:
+    _dsw_sys.audit("deepswe.grader", _DswKind())
+except Exception:
+    pass
+""",
+    "traceback-of-a-post": """
+try:
+    _dsw_sys.audit("deepswe.grader", "status", "x")
+except Exception as _dsw_error:
+    _dsw_tb = _dsw_error.__traceback__
+    while _dsw_tb is not None:
+        _dsw_take(_dsw_tb.tb_frame)
+        _dsw_tb = _dsw_tb.tb_next
+""",
+}
+
+
+@pytest.mark.parametrize("way", sorted(EVENT_ARGUMENTS))
+def test_an_events_arguments_reach_nothing_in_the_hook(tmp_path: Path, way: str) -> None:
+    run = _launch_armed(tmp_path, TAKE + EVENT_ARGUMENTS[way], "_dsw_pass('test_add')")
     assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
         run.statuses,
         run.output[-3000:],

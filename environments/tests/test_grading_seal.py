@@ -259,6 +259,16 @@ HONEST = {
     "a helper using atexit": {
         "calc/__init__.py": "import atexit\n\n_done = []\natexit.register(_done.clear)\n"
     },
+    # Debian's Python builds these accelerators into the interpreter, and their initialisation
+    # imports another builtin module (pyexpat) or reads the builtins (getattr): the seal's
+    # create_builtin once waited 10 s on itself there, then failed the import
+    "a helper using the interpreter's C accelerators": {
+        "calc/__init__.py": "import pickle\nimport sys\nimport xml.etree.ElementTree as et\n\n"
+        "if '_elementtree' in sys.builtin_module_names:\n"
+        "    assert et.XMLParser is sys.modules['_elementtree'].XMLParser\n"
+        "if '_pickle' in sys.builtin_module_names:\n"
+        "    assert pickle.Pickler is sys.modules['_pickle'].Pickler\n"
+    },
 }
 
 
@@ -381,6 +391,9 @@ def _local(frame, event, arg):
 
 
 def _global(frame, event, arg):
+    # only pytest's frames read (reading the code of the seal's create_builtin is refused)
+    if frame.f_globals.get("__name__") != "_pytest.reports":
+        return None
     if frame.f_code.co_name == "from_item_and_call":
         return _local
     return None

@@ -360,7 +360,11 @@ def _dsw_setter():
             seen.add(id(obj))
             if type(obj) is _dsw_ty.BuiltinFunctionType and obj.__name__ == "signal":
                 return obj
+            if type(obj) is _dsw_ty.BuiltinFunctionType and obj.__name__ == "create_builtin":
+                import importlib.util
+                todo.append(obj(importlib.util.find_spec("_signal")).signal)
             if type(obj) is _dsw_ty.FunctionType:
+                todo.extend(obj.__code__.co_consts)
                 for cell in obj.__closure__ or ():
                     try:
                         todo.append(cell.cell_contents)

@@ -1382,8 +1382,10 @@ def _seal(trust, tampered, tracing=True, shared=None, busy=None):
         return lambda args: refuse("the code under test called " + name)
 
     def setattr_(args):
+        # exact types: `isinstance` reads `__class__`, a property of the code under test's that
+        # would run here (sys.audit takes any arguments)
         obj, name = args[0], args[1]
-        if not isinstance(obj, types.FunctionType):
+        if type(obj) is not types.FunctionType or type(name) is not str:
             return
         path = obj.__code__.co_filename
         # __code__ of any runner's, grader's or protected function; defaults only of the grader's
@@ -1396,11 +1398,20 @@ def _seal(trust, tampered, tracing=True, shared=None, busy=None):
             refuse("%s of %s (%s) replaced" % (name, obj.__qualname__, path))
 
     def open_(args):
-        path = args[0]
-        if isinstance(path, bytes):
+        # exact types (a subclass's own methods, or `__class__` read by isinstance, would run
+        # here): a str or bytes subclass read through the base type's C methods
+        path, kind = args[0], type(args[0])
+        if kind is not str and kind is not bytes:
+            if issubclass(kind, str):
+                path = str.__str__(path)
+            elif issubclass(kind, bytes):
+                path = bytes(path)
+            else:
+                return  # a descriptor or a path object (the kernel's modes hold the files)
+        if type(path) is bytes:
             path = path.decode("utf-8", "replace")
-        if not isinstance(path, str) or (busy is not None and busy()):
-            return  # a descriptor, or the kernel's resolution of a path the seal asked for
+        if busy is not None and busy():
+            return  # the kernel's resolution of a path the seal asked for
         real = os.path.realpath(path)
         if real == trust.private or real.startswith(trust.private + os.sep):
             refuse("opening the grader's private files (%s)" % path)
@@ -1423,10 +1434,21 @@ def _seal(trust, tampered, tracing=True, shared=None, busy=None):
 
         return check
 
+    frame_type = types.FrameType
+
     def getattr_(args):
-        # the signal desk's frame holds the C functions that set a handler unwrapped
-        if args[1] == "gi_frame" and args[0] is shared.get("desk"):
+        # what holds the C functions that set a handler unwrapped or make a _signal: the signal
+        # desk's frame, create_builtin's code (and a frame running it)
+        obj, name = args[0], args[1]
+        if type(name) is not str:
+            return
+        desk, create, create_scope = shared.get("signals", (None, None, None))
+        if name == "gi_frame" and obj is desk:
             refuse("reading the frame of the seal's signal desk")
+        if name == "__code__" and obj is create:
+            refuse("reading the code of the seal's create_builtin")
+        if name == "f_code" and type(obj) is frame_type and obj.f_globals is create_scope:
+            refuse("reading the code of the seal's create_builtin")
 
     checks = {
         "object.__getattr__": getattr_,
@@ -1684,11 +1706,47 @@ def _signal_wrapper(ask_now, given, defer):
     return _harmless(handler)
 
 
-def _create_entry(ask):
-    def create_builtin(spec):
-        return ask(("create", spec, None, None))
+class _Spec(object):
+    """What create_builtin reads of a spec (its name), made from the name the desk read."""
 
-    return _harmless(create_builtin)
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+_CREATE_MARK = b"deepswe-seal: the C create_builtin"
+_CREATE_SOURCE = """
+def create_builtin(spec):
+    name = ask(("name", spec, None, None))
+    if name == "_signal":
+        return ask(("signal-module", None, None, None))
+    return %r(Spec(name))
+""" % (_CREATE_MARK,)
+
+
+def _create_entry(ask, real_create):
+    """(create_builtin, its globals): `_imp.create_builtin` for the code under test. A module's
+    own initialisation may import another builtin module, so this runs outside the desk (which
+    would wait on itself) and holds the C function as a constant of its own code: reached only
+    through `__code__` or a frame's `f_code`, both refused for it (the seal's
+    "object.__getattr__"). The desk reads the spec's name (exact types: no code of the code under
+    test's runs there) and makes a `_signal` itself; the C function is handed a spec of that
+    name, so that no property of a spec class makes it read another."""
+    import builtins
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # calling a bytes constant: a SyntaxWarning, meant
+        module = compile(_CREATE_SOURCE, "<deepswe-seal create_builtin>", "exec")
+    (code,) = [c for c in module.co_consts if type(c) is types.CodeType]
+    consts = tuple(
+        real_create if type(c) is bytes and c == _CREATE_MARK else c for c in code.co_consts
+    )
+    # a module's C initialisation reads the running frame's builtins (__import__, getattr):
+    # the process's own, as any frame of the code under test has them
+    scope = {"__builtins__": builtins, "ask": ask, "Spec": _Spec}
+    return types.FunctionType(code.replace(co_consts=consts), scope, "create_builtin"), scope
 
 
 def _signal_desk(modules, real_create, public, private, deferred, lock):
@@ -1709,12 +1767,6 @@ def _signal_desk(modules, real_create, public, private, deferred, lock):
     numbers, plain = type(signal_module.SIGINT), type(signal_module.SIG_DFL)
     single_phase = sys.version_info < (3, 10)
     made = {}
-
-    class Spec(object):  # what create_builtin reads of a spec, read by this desk alone
-        __slots__ = ("name",)
-
-        def __init__(self, name):
-            self.name = name
 
     send = yield
     ask, ask_now = _desk_door(send, lock, RuntimeError)
@@ -1785,15 +1837,16 @@ def _signal_desk(modules, real_create, public, private, deferred, lock):
                 answer = (0, as_set(modules[a][0](checked(b), handler)))
             elif kind == "get":
                 answer = (0, as_set(modules[a][1](checked(b))))
-            elif kind == "create":
-                name = spec_name(a)
-                if name == "_signal" and single_phase:
+            elif kind == "name":
+                answer = (0, spec_name(a))
+            elif kind == "signal-module":
+                if single_phase:
                     # before 3.10 the runtime hands back this same module, its dict refilled
                     # with the C functions the guard replaced: the module as it is, instead
                     answer = (0, _signal)
                     continue
-                module = real_create(Spec(name))
-                if name == "_signal" and type(vars(module).get("signal")) is not function:
+                module = real_create(_Spec("_signal"))
+                if type(vars(module).get("signal")) is not function:
                     guard(module)
                 answer = (0, module)
             else:
@@ -1803,7 +1856,7 @@ def _signal_desk(modules, real_create, public, private, deferred, lock):
 
 
 def _guard_signals(seal_globals):
-    """(desk, deferred, release): from now on no Python signal handler runs while a frame of the
+    """((desk, create_builtin, its globals), deferred, release): from now on no Python signal handler runs while a frame of the
     seal's private scope (its hook, the vault, the checks) is on the stack. A handler runs between
     any two bytecodes, the hook's among them, on top of the frame it interrupted: its own frame's
     `f_back` (or the frame it is handed) leads, through f_locals and closures (no audit event), to
@@ -1843,7 +1896,7 @@ def _guard_signals(seal_globals):
     for name in ("signal", "getsignal"):  # functools.wraps (3.8-3.10) kept the C function
         if "__wrapped__" in vars(getattr(signal, name)):
             getattr(signal, name).__wrapped__ = getattr(_signal, name)
-    _imp.create_builtin = _create_entry(ask)
+    _imp.create_builtin, create_scope = _create_entry(ask, _imp.create_builtin)
 
     class Token:
         pass
@@ -1871,21 +1924,53 @@ def _guard_signals(seal_globals):
         token.trips = trips  # they live as long as the token; its death calls them
         return token
 
-    return desk, deferred, release
+    return (desk, _imp.create_builtin, create_scope), deferred, release
 
 
-def _hook(handle, checks, ours, deferred, release):
+def _hook(handle, checks, ours, deferred, release, tampered):
     """The audit hook, made in the private scope (a signal wrapper knows its frames by their
     globals): the vault's posts to `handle`, capability events to their check; returns, when
-    signals came while it ran, the object whose release raises them again (_guard_signals)."""
+    signals came while it ran, the object whose release raises them again (_guard_signals).
+    Nothing raised here may leave without the run tampered: an exception's traceback holds this
+    hook's frames, and through them the vault (a post of the wrong shape, a check's own error).
+    A check the code under test's recursion left no room for is made again with 200 frames more
+    (the limit put back after, where the runtime allows it)."""
+    getlimit, setlimit = sys.getrecursionlimit, sys.setrecursionlimit
+
+    def checked(check, args):
+        try:
+            check(args)
+        except RecursionError:
+            limit = getlimit()
+            setlimit(limit + 200)
+            try:
+                check(args)
+            finally:
+                try:  # noqa: SIM105 (no context manager's frames here)
+                    setlimit(limit)
+                except RecursionError:  # 3.12 on: not below the depth running now
+                    pass
 
     def hook(event, args):
         if event == ours:
-            handle(args[0], args[1:])
+            try:
+                if args and type(args[0]) is str:
+                    handle(args[0], args[1:])
+                else:
+                    tampered("a post to the grader whose kind is not a string")
+            except BaseException:
+                tampered("the grader's vault failed on a post")
+                raise
         else:
             check = checks.get(event)
             if check is not None:
-                check(args)
+                try:
+                    checked(check, args)
+                except PermissionError:
+                    raise  # refused, and tampered already
+                except BaseException:
+                    tampered("the seal's check of %s failed" % event)
+                    raise
         if deferred:  # nothing between this test and the return runs a handler
             return release()
         return None
@@ -1955,8 +2040,8 @@ def install(settings, runner, runner_dirs, tracing=True, handoff=None):
 
         return post, trust, tampered
     checks = scope["_seal"](sealed, tampered, tracing, shared, busy)
-    shared["desk"], deferred, release = scope["_guard_signals"]((globals(), scope))
-    sys.addaudithook(scope["_hook"](handle, checks, EVENT, deferred, release))
+    shared["signals"], deferred, release = scope["_guard_signals"]((globals(), scope))
+    sys.addaudithook(scope["_hook"](handle, checks, EVENT, deferred, release, tampered))
     return (
         functools.partial(sys.audit, EVENT),
         trust,
