@@ -1706,22 +1706,13 @@ def _signal_wrapper(ask_now, given, defer):
     return _harmless(handler)
 
 
-class _Spec(object):
-    """What create_builtin reads of a spec (its name), made from the name the desk read."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
-
-
 _CREATE_MARK = b"deepswe-seal: the C create_builtin"
 _CREATE_SOURCE = """
 def create_builtin(spec):
     name = ask(("name", spec, None, None))
     if name == "_signal":
         return ask(("signal-module", None, None, None))
-    return %r(Spec(name))
+    return %r(Spec(name=name))
 """ % (_CREATE_MARK,)
 
 
@@ -1745,7 +1736,9 @@ def _create_entry(ask, real_create):
     )
     # a module's C initialisation reads the running frame's builtins (__import__, getattr):
     # the process's own, as any frame of the code under test has them
-    scope = {"__builtins__": builtins, "ask": ask, "Spec": _Spec}
+    # the spec handed to the C function: a SimpleNamespace holding the name the desk read, whose
+    # type the code under test cannot give a `name` property (a class of ours could be given one)
+    scope = {"__builtins__": builtins, "ask": ask, "Spec": types.SimpleNamespace}
     return types.FunctionType(code.replace(co_consts=consts), scope, "create_builtin"), scope
 
 
@@ -1845,7 +1838,7 @@ def _signal_desk(modules, real_create, public, private, deferred, lock):
                     # with the C functions the guard replaced: the module as it is, instead
                     answer = (0, _signal)
                     continue
-                module = real_create(_Spec("_signal"))
+                module = real_create(types.SimpleNamespace(name="_signal"))
                 if type(vars(module).get("signal")) is not function:
                     guard(module)
                 answer = (0, module)
