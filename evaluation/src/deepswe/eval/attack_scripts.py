@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from deepswe.eval.attack_capabilities import CAPABILITY_PAYLOADS
 from deepswe.eval.attack_ids import IDS
+from deepswe.eval.attack_signals import SIGNAL_PAYLOADS
 
 # Bash helpers every script starts with. `dsw_targets` lists the files in-process code goes
 # into; `dsw_inject FILE` appends FILE's Python to each, guarded to run once per process.
@@ -274,6 +275,7 @@ for _dsw_dir, _dsw_subs, _dsw_files in os.walk(_dsw_root):
 
 
 PAYLOADS.update(CAPABILITY_PAYLOADS)
+PAYLOADS.update(SIGNAL_PAYLOADS)
 
 
 def _inject(payload: str) -> str:
