@@ -1642,8 +1642,10 @@ def read_settings(fd):
 
 def _harmless(fn):
     """`fn` over globals that hold nothing, not even builtins: what the code under test reaches
-    from it (`__globals__`, `__builtins__`, its frame's) is what its closure holds."""
-    return types.FunctionType(fn.__code__, {"__builtins__": {}}, fn.__name__, None, fn.__closure__)
+    from it (`__globals__`, `__builtins__`, its frame's) is what its closure and defaults hold."""
+    return types.FunctionType(
+        fn.__code__, {"__builtins__": {}}, fn.__name__, fn.__defaults__, fn.__closure__
+    )
 
 
 def _signal_entries(ask, key, doc_set, doc_get):
@@ -1663,23 +1665,15 @@ def _signal_entries(ask, key, doc_set, doc_get):
 
 def _desk_door(send, lock, busy):
     """(ask, ask_now): a request to the desk, one thread at a time; `ask` waits for another
-    thread's (and raises `busy` after 10 s: the desk's own thread asking again), `ask_now` returns
-    None at once if the desk is taken. Each answers with the desk's value, or raises its error."""
+    thread's (and raises `busy` after 10 s: the desk's own thread asking again) and answers with
+    the desk's value, `ask_now` returns None at once if the desk is taken, else the desk's
+    answer; each raises the desk's error."""
     acquire, let_go = lock.acquire, lock.release
 
-    def ask(request):
-        if not acquire(True, 10):
-            raise busy("deepswe grader: the seal's signal desk did not answer in 10 s")
-        try:
-            answer = send(request)
-        finally:
-            let_go()
-        if answer[0] == 1:
-            raise answer[1]
-        return answer[1]
-
-    def ask_now(request):
-        if not acquire(False):
+    def ask_now(request, wait=False):
+        if not (acquire(True, 10) if wait else acquire(False)):
+            if wait:
+                raise busy("deepswe grader: the seal's signal desk did not answer in 10 s")
             return None
         try:
             answer = send(request)
@@ -1689,7 +1683,11 @@ def _desk_door(send, lock, busy):
             raise answer[1]
         return answer
 
-    return _harmless(ask), _harmless(ask_now)
+    def ask(request):
+        return ask_now(request, True)[1]
+
+    ask_now = _harmless(ask_now)  # before `ask` is made: its closure holds this one
+    return _harmless(ask), ask_now
 
 
 def _signal_wrapper(ask_now, given, defer):
