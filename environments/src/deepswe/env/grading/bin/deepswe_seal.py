@@ -1763,14 +1763,18 @@ def _signal_desk(modules, real_create, public, private, deferred, lock):
     ask, ask_now = _desk_door(send, lock, RuntimeError)
     answer = None
 
-    def outside(frame):
+    def placed(frame):
+        # (a frame of the private scope below: defer, the frame to hand: the one below the
+        # outermost frame of the seal's module, else `frame` itself), in one walk
         below, here = frame, frame
         while here is not None:
             found = here.f_globals
             here = here.f_back
-            if found is public or found is private:
+            if found is private:
+                return True, None
+            if found is public:
                 below = here
-        return below
+        return False, below
 
     def guard(module):
         real = (module.signal, module.getsignal)
@@ -1813,11 +1817,8 @@ def _signal_desk(modules, real_create, public, private, deferred, lock):
             if kind == "frame":
                 if a is not None and type(a) is not frame_type:
                     raise TypeError("not a frame")
-                frame, deferring = a, False
-                while frame is not None and not deferring:
-                    deferring = frame.f_globals is private
-                    frame = frame.f_back
-                answer = (2, None) if deferring else (0, outside(a))
+                deferring, below = placed(a)
+                answer = (2, None) if deferring else (0, below)
             elif kind == "set":
                 handler = c
                 if callable(handler):
