@@ -436,7 +436,7 @@ def test_gc_leaves_no_pod_behind_after_a_killed_evaluation(k8s_cluster, base_ima
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-SWE_MINI_IDS = ["inflection__inflection-0a9be10e", "inflection__inflection-0b59d5d4"]
+SWE_MINI_IDS = ["inflection__inflection-0a9be10e"]  # one task: each backend grades it twice
 
 
 @pytest.mark.docker
