@@ -43,8 +43,10 @@ base-images: $(INSTALLED) engine  ## build the registry-free base images (no-op 
 setup: $(INSTALLED) engine base-images  ## venv + editable installs + Docker engine + base images
 
 # --- checks ----------------------------------------------------------------------------------
+# Two workers (conftest.py says how files are shared out); PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
 test: setup browser  ## every test but the gpu and live-cluster ones (docker and browser tests included)
-	$(BIN)/pytest -m 'not gpu and not k8s_live' $(PYTEST_ARGS)
+	$(BIN)/pytest -m 'not gpu and not k8s_live' -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: $(INSTALLED)  ## unit tests only: no Docker, no slow ones
 	$(BIN)/pytest -m 'not gpu and not k8s_live and not docker and not slow' $(PYTEST_ARGS)

@@ -5,6 +5,14 @@ the R2E-Gym fixtures every subproject reads (`R2E_FIXTURES`, tests/data/r2e-gym)
 Without an engine docker tests are skipped with the reason, except under CI (CI=true), where a
 missing engine is an error: CI always has Docker, so a skip there would hide untested code.
 gpu tests are deselected by `make test`; run directly without a GPU they skip with the reason.
+
+`make test` runs two pytest-xdist workers (`--dist loadfile`, each file on one worker): every file
+with a docker test is one unit (`pytest_xdist_make_scheduler`), run one file after another on one
+worker as a plain run would, since their fixtures share the engine, the default caches and image
+tags; every other file is taken by whichever worker is free. Docker tests wait on containers and
+the network about half the time, which the other worker's CPU-bound files (torch, vLLM, Megatron)
+fill. (`--dist loadgroup` would say this with marks, but pytest-xdist 3.8 cannot group under
+pytest 9, whose node ids it no longer rewrites.)
 """
 
 from __future__ import annotations
@@ -54,6 +62,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run docker tests, but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` (`make test`), with every file that has a docker test in one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DockerFilesInTurn(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "docker" if _has_docker_tests(config.rootpath / path) else path
+
+    return DockerFilesInTurn(config, log)
+
+
+@functools.cache
+def _has_docker_tests(path: Path) -> bool:
+    """The controller sees node ids, not marks: a file that marks a test `docker` says so in its
+    text (`pytest.mark.docker`, on a test or in `pytestmark`)."""
+    return path.suffix == ".py" and "mark.docker" in path.read_text(errors="replace")
 
 
 class ModelsEndpoints:
