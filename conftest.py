@@ -64,6 +64,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip(reason)
 
 
+@pytest.hookimpl(optionalhook=True)  # a plain pytest without pytest-xdist has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """`--dist loadfile` (`make test`), with every file that has a docker test in one unit."""
     if config.getvalue("dist") != "loadfile":
