@@ -83,7 +83,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 def _has_docker_tests(path: Path) -> bool:
     """The controller sees node ids, not marks: a file that marks a test `docker` says so in its
     text (`pytest.mark.docker`, on a test or in `pytestmark`)."""
-    return path.suffix == ".py" and "mark.docker" in path.read_text(errors="replace")
+    return (
+        path.suffix == ".py"
+        and path.is_file()
+        and "mark.docker" in path.read_text(errors="replace")
+    )
 
 
 class ModelsEndpoints:
