@@ -887,6 +887,37 @@ def test_a_gc_callback_walks_its_own_frame_into_the_seal(tmp_path: Path) -> None
     )
 
 
+# The same door through a finalizer (found at the stop of the session that recorded the callback,
+# open): no callback in `gc.callbacks`, only cyclic garbage whose `__del__` makes the next cycle
+# until it has found the hook; a collection while the vault posts runs it on top of the hook.
+GC_FINALIZER = GC_CALLBACK.replace(
+    "_dsw_gc.callbacks.append(_dsw_look)\n",
+    """
+
+class _Dsw:
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _dsw_look("finalize", None)
+        if not _dsw_found:
+            _Dsw()
+
+
+_Dsw()
+""",
+)
+
+
+@pytest.mark.xfail(strict=True, reason="open: a finalizer of cyclic garbage runs on the seal")
+def test_a_finalizer_walks_its_own_frame_into_the_seal(tmp_path: Path) -> None:
+    run = _launch_armed(tmp_path, GC_FINALIZER, "_dsw_pass('test_add')")
+    assert tampered(run) or run.statuses.get("tests/test_ops.py::test_add") != "PASSED", (
+        run.statuses,
+        run.output[-3000:],
+    )
+
+
 # Honest: the package's own timeout (a SIGALRM handler that raises), set and restored from inside
 # the graded test's call; what signal() and getsignal() give back is the handler it set, and the
 # handler is handed a frame of the code it interrupted.
